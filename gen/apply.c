@@ -1,0 +1,184 @@
+#define _POSIX_C_SOURCE 200809L
+#include "apply.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sweep.h"
+
+int ktune_registry_path_for_run(const ktune_space *s, const char *run_dir,
+                                const char *registry_dir, char *out, size_t size, ktune_err *err)
+{
+    char meta[4096], slug[256];
+    ktune_run_info run;
+    snprintf(meta, sizeof meta, "%s/meta.yaml", run_dir);
+    if (ktune_run_info_load(meta, &run, err))
+        return -1;
+    ktune_device_slug(run.device, slug, sizeof slug, '-');
+    snprintf(out, size, "%s/%s/%s.yaml", registry_dir, slug, s->family);
+    return 0;
+}
+
+/* Status of config for key in the run's trials.csv, or "" when it was not tried. */
+static void trial_status(const ktune_space *s, const char *run_dir, const int64_t *key,
+                         const char *config, char *out, size_t size)
+{
+    char path[4096], keytext[256], line[4096];
+    snprintf(path, sizeof path, "%s/trials.csv", run_dir);
+    ktune_space_key_format(s, key, keytext, sizeof keytext);
+    out[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    size_t klen = strlen(keytext), clen = strlen(config);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, keytext, klen) == 0 && line[klen] == ',' &&
+            strncmp(line + klen + 1, config, clen) == 0 && line[klen + 1 + clen] == ',') {
+            char *st = line + klen + 2 + clen, *end = strchr(st, ',');
+            if (end)
+                snprintf(out, size, "%.*s", (int)(end - st), st);
+        }
+    fclose(f);
+}
+
+int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_path, int force,
+                    FILE *log, ktune_apply_counts *counts, int *changed, ktune_err *err)
+{
+    char meta[4096];
+    ktune_run_info run;
+    ktune_registry reg;
+    ktune_final_row *rows = NULL;
+    int nrows = 0, rc = -1;
+    memset(counts, 0, sizeof *counts);
+    *changed = 0;
+    snprintf(meta, sizeof meta, "%s/meta.yaml", run_dir);
+    if (ktune_run_info_load(meta, &run, err))
+        return -1;
+    if (access(reg_path, F_OK) == 0) {
+        if (ktune_registry_load(reg_path, s, &reg, err))
+            return -1;
+        if (strcmp(reg.device, run.device) != 0 || reg.sms != run.sms) {
+            ktune_registry_free(&reg);
+            return ktune_fail(err, "%s is the registry of %s (%d SMs); run %s was made on %s (%d SMs)",
+                              reg_path, reg.device, reg.sms, run_dir, run.device, run.sms);
+        }
+    } else {
+        memset(&reg, 0, sizeof reg);
+        snprintf(reg.family, sizeof reg.family, "%s", s->family);
+        snprintf(reg.device, sizeof reg.device, "%s", run.device);
+        reg.sms = run.sms;
+        reg.cc = run.cc;
+    }
+    if (ktune_final_load(run_dir, s, &rows, &nrows, err))
+        goto cleanup;
+    /* the id this run gets if it changes anything */
+    int run_id = 1;
+    for (int i = 0; i < reg.nruns; i++)
+        if (reg.runs[i].id >= run_id)
+            run_id = reg.runs[i].id + 1;
+    for (int i = 0; i < nrows; i++) {
+        const ktune_final_row *win = &rows[i];
+        if (win->rank != 1)
+            continue;
+        char keytext[256];
+        ktune_space_key_format(s, win->key, keytext, sizeof keytext);
+        ktune_entry e;
+        memset(&e, 0, sizeof e);
+        memcpy(e.key, win->key, sizeof e.key);
+        snprintf(e.config, sizeof e.config, "%s", win->config);
+        e.us = win->us;
+        e.spread = win->spread;
+        e.default_us = win->us;
+        e.run = run_id;
+        const ktune_final_row *committed = NULL;
+        for (int j = i; j < i + win->of && j < nrows; j++) {
+            if (rows[j].is_default)
+                e.default_us = rows[j].us;
+            if (rows[j].is_committed)
+                committed = &rows[j];
+            if (j > i && e.nrunner_ups < KTUNE_RUNNER_UPS) {
+                ktune_runner_up *r = &e.runner_ups[e.nrunner_ups++];
+                snprintf(r->config, sizeof r->config, "%s", rows[j].config);
+                r->us = rows[j].us;
+            }
+        }
+        int at = ktune_registry_find(&reg, s, win->key);
+        char why[512];
+        int take = 0;
+        if (at < 0) {
+            take = 1;
+            snprintf(why, sizeof why, "new key");
+        } else if (strcmp(reg.entries[at].config, win->config) == 0) {
+            snprintf(why, sizeof why, "the committed config won again");
+        } else if (force) {
+            take = 1;
+            snprintf(why, sizeof why, "--force");
+        } else if (committed) {
+            double noise = fmax(KTUNE_NOISE_FLOOR, 2 * fmax(win->spread, committed->spread));
+            take = win->us < committed->us * (1 - noise);
+            snprintf(why, sizeof why, "%.3f us vs the committed %s at %.3f us in this run: %s %.1f%% noise",
+                     win->us, committed->config, committed->us,
+                     take ? "faster beyond the" : "not faster beyond the", noise * 100);
+        } else {
+            char st[32];
+            trial_status(s, run_dir, win->key, reg.entries[at].config, st, sizeof st);
+            take = strcmp(st, "wrong") == 0 || strcmp(st, "invalid") == 0;
+            snprintf(why, sizeof why, "the committed %s is %s in this run", reg.entries[at].config,
+                     st[0] ? st : "not measured");
+        }
+        fprintf(log, "ktune: %s: %s %s (%s)\n", keytext, take ? "takes" : "keeps",
+                take ? win->config : reg.entries[at].config, why);
+        if (take) {
+            if (at < 0)
+                counts->added++;
+            else
+                counts->replaced++;
+            ktune_registry_put(&reg, s, &e);
+        } else {
+            counts->kept++;
+        }
+        fprintf(log, "%s%s -> %s (%s)\n",
+                strstr(why, "noise") || strstr(why, "compared") || strstr(why, "replaced") ? ""
+                                                                                           : "ktune: ",
+                keytext, take ? win->config : reg.entries[at].config, why);
+    }
+    if (counts->added + counts->replaced > 0) {
+        run.id = run_id;
+        const char *base = strrchr(run_dir, '/');
+        snprintf(run.name, sizeof run.name, "%s", base && base[1] ? base + 1 : run_dir);
+        ktune_registry_add_run(&reg, &run);
+        /* drop runs no entry refers to any more */
+        int w = 0;
+        for (int r = 0; r < reg.nruns; r++) {
+            int used = 0;
+            for (int k = 0; k < reg.nentries && !used; k++)
+                used = reg.entries[k].run == reg.runs[r].id;
+            if (used)
+                reg.runs[w++] = reg.runs[r];
+        }
+        reg.nruns = w;
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", reg_path);
+        char *slash = strrchr(dir, '/');
+        if (slash) {
+            *slash = '\0';
+            if (ktune_mkdirs(dir, err))
+                goto cleanup;
+        }
+        ktune_buf out = {0};
+        ktune_registry_format(&reg, s, &out);
+        int w2 = ktune_file_write_if_changed(reg_path, out.data, out.len, err);
+        ktune_buf_free(&out);
+        if (w2 < 0)
+            goto cleanup;
+        *changed = w2 > 0;
+    }
+    rc = 0;
+cleanup:
+    free(rows);
+    ktune_registry_free(&reg);
+    return rc;
+}

@@ -1,0 +1,27 @@
+/* Merging a run into the committed registry, never losing or worsening what is there. */
+#ifndef KTUNE_GEN_APPLY_H
+#define KTUNE_GEN_APPLY_H
+
+#include <stdio.h>
+
+#include "registry.h"
+
+/* The noise floor of the replacement rule: a new winner replaces a committed config only when it
+ * is faster by more than max(KTUNE_NOISE_FLOOR, 2 x the larger relative spread of the two). */
+#define KTUNE_NOISE_FLOOR 0.01
+
+typedef struct {
+    int added, replaced, kept;
+} ktune_apply_counts;
+
+/* Loads the registry at reg_path (or starts one for the run's device when absent), merges
+ * run_dir into it and writes it back when anything changed. Says what it did for each key on
+ * log. *changed: whether the file was written. */
+int ktune_apply_run(const ktune_space *space, const char *run_dir, const char *reg_path, int force,
+                    FILE *log, ktune_apply_counts *counts, int *changed, ktune_err *err);
+
+/* generated/<device slug>/<family>.yaml for the device a run was made on. */
+int ktune_registry_path_for_run(const ktune_space *space, const char *run_dir,
+                                const char *registry_dir, char *out, size_t size, ktune_err *err);
+
+#endif

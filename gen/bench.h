@@ -1,0 +1,16 @@
+/* ktune bench: tuned vs the family default vs a copy of the same bytes, in one run. */
+#ifndef KTUNE_GEN_BENCH_H
+#define KTUNE_GEN_BENCH_H
+
+#include <stdio.h>
+
+#include "registry.h"
+#include "worker_client.h"
+
+/* Benchmarks every entry of the registry of the worker's device; writes csv_path and prints a
+ * short table on out. */
+int ktune_bench_run(const ktune_space *space, const char *registry_dir,
+                    const ktune_worker_opts *worker, double timeout_s, const char *csv_path,
+                    FILE *out, ktune_err *err);
+
+#endif

@@ -1,0 +1,266 @@
+#include "expr.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const ktune_limit_names[KTUNE_NLIMITS] = {"sms", "max_threads", "smem_per_block",
+                                                      "l2_bytes", "cc"};
+
+typedef enum {
+    OP_NUM, OP_REF, OP_NEG, OP_NOT, OP_MUL, OP_DIV, OP_MOD, OP_ADD, OP_SUB,
+    OP_LT, OP_LE, OP_GT, OP_GE, OP_EQ, OP_NE, OP_AND, OP_OR
+} op_kind;
+
+static const char *const op_text[] = {"", "", "-", "!", "*", "/", "%", "+", "-",
+                                      "<", "<=", ">", ">=", "==", "!=", "&&", "||"};
+
+struct ktune_expr {
+    op_kind op;
+    int64_t value;
+    ktune_ref_kind ref;
+    int index;
+    ktune_expr *a, *b;
+};
+
+typedef struct {
+    const char *text, *p;
+    ktune_resolve_fn resolve;
+    void *ctx;
+    const char *file;
+    int line, col;
+    ktune_err *err;
+    int failed;
+} parser;
+
+static ktune_expr *node(op_kind op, ktune_expr *a, ktune_expr *b)
+{
+    ktune_expr *e = calloc(1, sizeof *e);
+    if (!e)
+        abort();
+    e->op = op;
+    e->a = a;
+    e->b = b;
+    return e;
+}
+
+void ktune_expr_free(ktune_expr *e)
+{
+    if (!e)
+        return;
+    ktune_expr_free(e->a);
+    ktune_expr_free(e->b);
+    free(e);
+}
+
+static void fail(parser *ps, const char *at, const char *fmt, const char *arg)
+{
+    if (ps->failed)
+        return;
+    ps->failed = 1;
+    char msg[256];
+    snprintf(msg, sizeof msg, fmt, arg);
+    ktune_fail_at(ps->err, ps->file, ps->line, ps->col + (int)(at - ps->text), "%s", msg);
+}
+
+static void skip(parser *ps)
+{
+    while (*ps->p == ' ' || *ps->p == '\t')
+        ps->p++;
+}
+
+static int accept(parser *ps, const char *tok)
+{
+    skip(ps);
+    size_t n = strlen(tok);
+    if (strncmp(ps->p, tok, n) != 0)
+        return 0;
+    /* "<" must not take the first half of "<=", "!" of "!=", "&" alone is not an operator */
+    if (n == 1 && (tok[0] == '<' || tok[0] == '>' || tok[0] == '!' || tok[0] == '=') &&
+        ps->p[1] == '=')
+        return 0;
+    ps->p += n;
+    return 1;
+}
+
+static ktune_expr *parse_or(parser *ps);
+
+static ktune_expr *parse_primary(parser *ps)
+{
+    skip(ps);
+    const char *start = ps->p;
+    if (accept(ps, "(")) {
+        ktune_expr *e = parse_or(ps);
+        if (!accept(ps, ")"))
+            fail(ps, ps->p, "expected ')'%s", "");
+        return e;
+    }
+    if (*ps->p >= '0' && *ps->p <= '9') {
+        int64_t v = 0;
+        while (*ps->p >= '0' && *ps->p <= '9') {
+            if (v > (INT64_MAX - 9) / 10) {
+                fail(ps, start, "number too large%s", "");
+                break;
+            }
+            v = v * 10 + (*ps->p++ - '0');
+        }
+        ktune_expr *e = node(OP_NUM, NULL, NULL);
+        e->value = v;
+        return e;
+    }
+    if ((*ps->p >= 'a' && *ps->p <= 'z') || (*ps->p >= 'A' && *ps->p <= 'Z') || *ps->p == '_') {
+        char name[64];
+        size_t n = 0;
+        while (((*ps->p >= 'a' && *ps->p <= 'z') || (*ps->p >= 'A' && *ps->p <= 'Z') ||
+                (*ps->p >= '0' && *ps->p <= '9') || *ps->p == '_')) {
+            if (n < sizeof name - 1)
+                name[n++] = *ps->p;
+            ps->p++;
+        }
+        name[n] = '\0';
+        ktune_expr *e = node(OP_REF, NULL, NULL);
+        if (ps->resolve(ps->ctx, name, &e->ref, &e->index) != 0)
+            fail(ps, start, "unknown name '%s' (not a parameter of this variant, a key dimension or a device limit)", name);
+        return e;
+    }
+    if (*ps->p == '\0')
+        fail(ps, ps->p, "unexpected end of expression%s", "");
+    else
+        fail(ps, ps->p, "unexpected character '%.1s'", ps->p);
+    return node(OP_NUM, NULL, NULL);
+}
+
+static ktune_expr *parse_unary(parser *ps)
+{
+    if (accept(ps, "-"))
+        return node(OP_NEG, parse_unary(ps), NULL);
+    if (accept(ps, "!"))
+        return node(OP_NOT, parse_unary(ps), NULL);
+    return parse_primary(ps);
+}
+
+/* Binary levels, loosest last: each entry lists its operators. */
+static const struct {
+    const char *tok[4];
+    op_kind op[4];
+} levels[] = {
+    {{"*", "/", "%", NULL}, {OP_MUL, OP_DIV, OP_MOD}},
+    {{"+", "-", NULL}, {OP_ADD, OP_SUB}},
+    {{"<=", ">=", "<", ">"}, {OP_LE, OP_GE, OP_LT, OP_GT}},
+    {{"==", "!=", NULL}, {OP_EQ, OP_NE}},
+    {{"&&", NULL}, {OP_AND}},
+    {{"||", NULL}, {OP_OR}},
+};
+
+static ktune_expr *parse_level(parser *ps, int level)
+{
+    if (level < 0)
+        return parse_unary(ps);
+    ktune_expr *e = parse_level(ps, level - 1);
+    for (;;) {
+        int matched = -1;
+        for (int i = 0; i < 4 && levels[level].tok[i] && matched < 0; i++)
+            if (accept(ps, levels[level].tok[i]))
+                matched = i;
+        if (matched < 0 || ps->failed)
+            return e;
+        e = node(levels[level].op[matched], e, parse_level(ps, level - 1));
+    }
+}
+
+static ktune_expr *parse_or(parser *ps)
+{
+    return parse_level(ps, (int)(sizeof levels / sizeof levels[0]) - 1);
+}
+
+ktune_expr *ktune_expr_parse(const char *text, ktune_resolve_fn resolve, void *ctx,
+                             const char *file, int line, int col, ktune_err *err)
+{
+    parser ps = {text, text, resolve, ctx, file, line, col, err, 0};
+    ktune_expr *e = parse_or(&ps);
+    skip(&ps);
+    if (*ps.p && !ps.failed)
+        fail(&ps, ps.p, "unexpected '%s'", ps.p);
+    if (ps.failed) {
+        ktune_expr_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+unsigned ktune_expr_uses(const ktune_expr *e)
+{
+    if (!e)
+        return 0;
+    unsigned self = e->op == OP_REF ? 1u << e->ref : 0;
+    return self | ktune_expr_uses(e->a) | ktune_expr_uses(e->b);
+}
+
+int64_t ktune_expr_eval(const ktune_expr *e, const ktune_expr_env *env)
+{
+    int64_t a = e->a ? ktune_expr_eval(e->a, env) : 0;
+    int64_t b = e->b ? ktune_expr_eval(e->b, env) : 0;
+    switch (e->op) {
+    case OP_NUM: return e->value;
+    case OP_REF:
+        switch (e->ref) {
+        case KTUNE_REF_PARAM: return env->params[e->index];
+        case KTUNE_REF_KEY: return env->key[e->index];
+        case KTUNE_REF_KEY_BYTES: return env->key[e->index] == 0 ? 4 : 2;
+        case KTUNE_REF_LIMIT: return env->limits[e->index];
+        }
+        return 0;
+    case OP_NEG: return -a;
+    case OP_NOT: return !a;
+    case OP_MUL: return a * b;
+    case OP_DIV: return b ? a / b : 0;
+    case OP_MOD: return b ? a % b : 0;
+    case OP_ADD: return a + b;
+    case OP_SUB: return a - b;
+    case OP_LT: return a < b;
+    case OP_LE: return a <= b;
+    case OP_GT: return a > b;
+    case OP_GE: return a >= b;
+    case OP_EQ: return a == b;
+    case OP_NE: return a != b;
+    case OP_AND: return a && b;
+    case OP_OR: return a || b;
+    }
+    return 0;
+}
+
+void ktune_expr_print_c(const ktune_expr *e, ktune_buf *out, ktune_name_fn name, void *ctx)
+{
+    switch (e->op) {
+    case OP_NUM:
+        ktune_buf_printf(out, "%lldLL", (long long)e->value);
+        return;
+    case OP_REF:
+        ktune_buf_printf(out, "%s", name(ctx, e->ref, e->index));
+        return;
+    case OP_NEG:
+    case OP_NOT:
+        ktune_buf_printf(out, "(%s", op_text[e->op]);
+        ktune_expr_print_c(e->a, out, name, ctx);
+        ktune_buf_printf(out, ")");
+        return;
+    case OP_DIV:
+    case OP_MOD:
+        /* as the evaluator: by zero gives 0 */
+        ktune_buf_printf(out, "(");
+        ktune_expr_print_c(e->b, out, name, ctx);
+        ktune_buf_printf(out, " ? ");
+        ktune_expr_print_c(e->a, out, name, ctx);
+        ktune_buf_printf(out, " %s ", op_text[e->op]);
+        ktune_expr_print_c(e->b, out, name, ctx);
+        ktune_buf_printf(out, " : 0)");
+        return;
+    default:
+        ktune_buf_printf(out, "(");
+        ktune_expr_print_c(e->a, out, name, ctx);
+        ktune_buf_printf(out, " %s ", op_text[e->op]);
+        ktune_expr_print_c(e->b, out, name, ctx);
+        ktune_buf_printf(out, ")");
+        return;
+    }
+}

@@ -1,0 +1,47 @@
+/* Constraint expressions: integers, names, + - * / %, comparisons, && || !, parentheses. */
+#ifndef KTUNE_GEN_EXPR_H
+#define KTUNE_GEN_EXPR_H
+
+#include <stdint.h>
+
+#include "util.h"
+
+/* What a name refers to. */
+typedef enum {
+    KTUNE_REF_PARAM,     /* a parameter of the variant: index into params */
+    KTUNE_REF_KEY,       /* an integer key dimension: index into key */
+    KTUNE_REF_KEY_BYTES, /* <dtype dim>_bytes: bytes of the element type in key[index] */
+    KTUNE_REF_LIMIT      /* a device limit: index into ktune_limit_names */
+} ktune_ref_kind;
+
+#define KTUNE_NLIMITS 5
+extern const char *const ktune_limit_names[KTUNE_NLIMITS]; /* sms, max_threads, ... */
+
+typedef struct ktune_expr ktune_expr;
+
+/* Resolves a name; returns 0 and fills kind/index, or -1 when the name is unknown. */
+typedef int (*ktune_resolve_fn)(void *ctx, const char *name, ktune_ref_kind *kind, int *index);
+
+/* Parses text. Errors name file:line:(col + offset of the token). */
+ktune_expr *ktune_expr_parse(const char *text, ktune_resolve_fn resolve, void *ctx,
+                             const char *file, int line, int col, ktune_err *err);
+void ktune_expr_free(ktune_expr *e);
+
+/* Which kinds of names the expression uses: a bit (1 << kind) each. */
+unsigned ktune_expr_uses(const ktune_expr *e);
+
+typedef struct {
+    const int64_t *params;
+    const int64_t *key;
+    const int64_t *limits; /* KTUNE_NLIMITS values, in ktune_limit_names order */
+} ktune_expr_env;
+
+/* Evaluates; division or remainder by zero makes the whole expression 0 (false). */
+int64_t ktune_expr_eval(const ktune_expr *e, const ktune_expr_env *env);
+
+/* Appends the expression as a fully parenthesized C expression. Names print as name(kind,
+ * index) returns them. */
+typedef const char *(*ktune_name_fn)(void *ctx, ktune_ref_kind kind, int index);
+void ktune_expr_print_c(const ktune_expr *e, ktune_buf *out, ktune_name_fn name, void *ctx);
+
+#endif

@@ -1,0 +1,631 @@
+/* The ktune command line: gen, emit, sweep, apply, show, bench, expand. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "apply.h"
+#include "bench.h"
+#include "emit.h"
+#include "sweep.h"
+
+#ifndef KTUNE_SOURCE_DIR
+#define KTUNE_SOURCE_DIR "."
+#endif
+#ifndef KTUNE_M4
+#define KTUNE_M4 "m4"
+#endif
+#ifndef KTUNE_CUDA_FLAGS
+#define KTUNE_CUDA_FLAGS ""
+#endif
+
+static const char usage_text[] =
+    "usage: ktune <command> [<family>] [options]\n"
+    "\n"
+    "commands:\n"
+    "  sweep <family>    measure every config of the space on every shape (GPU)\n"
+    "      --run DIR             run folder (default ktune-runs/<family>-<UTC time>); re-run the\n"
+    "                            same command to resume an interrupted sweep\n"
+    "      --samples N           timed samples a measurement (7)\n"
+    "      --min-sample-us U     shortest sample; launches are repeated to reach it (200)\n"
+    "      --warmup-us U         warm-up before timing (200)\n"
+    "      --config-timeout S    a config answering later is killed and recorded timeout (10)\n"
+    "      --top N               best configs a shape re-measured interleaved at the end (3)\n"
+    "      --gpu N               CUDA device (0)\n"
+    "      --apply               apply the run and emit the header when done\n"
+    "      --verbose             print every failure as it happens\n"
+    "  apply RUN         merge a run into generated/<device>/<family>.yaml and emit its header\n"
+    "      --force               take every winner of the run, faster or not\n"
+    "  emit <family>     registries -> headers (generated/<device>/<family>.h)\n"
+    "      --check               change nothing; fail when a header is out of date\n"
+    "  show <family>     what each device's table holds and its gain over the default\n"
+    "  bench <family>    tuned vs default vs a copy of the same bytes on this GPU (GPU)\n"
+    "      --out CSV             where the CSV goes (default <family>.bench.csv)\n"
+    "  expand <family>   the space: config and shape counts; --list prints them\n"
+    "  gen <family>      the build's generated sources (used by CMake)\n"
+    "      --out DIR --shards N\n"
+    "\n"
+    "common options:\n"
+    "  --space FILE          the space (default <spaces-dir>/<family>.yaml)\n"
+    "  --spaces-dir DIR      (default " KTUNE_SOURCE_DIR "/spaces)\n"
+    "  --registry-dir DIR    (default " KTUNE_SOURCE_DIR "/generated)\n"
+    "  --templates DIR       (default " KTUNE_SOURCE_DIR "/gen/templates)\n"
+    "  --m4 PROGRAM          (default " KTUNE_M4 ")\n"
+    "  --worker PROGRAM      (default ktune-worker-<family> beside this program)\n";
+
+typedef struct {
+    const char *command, *family, *positional2;
+    const char *space, *spaces_dir, *registry_dir, *templates, *m4, *worker;
+    const char *run, *out, *source_rev;
+    int samples, top, gpu, shards;
+    double min_sample_us, warmup_us, config_timeout;
+    int apply, verbose, force, check, list;
+    char command_line[2048];
+} options;
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "ktune: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(ktune --help shows the usage)\n");
+    return 2;
+}
+
+static int parse_int_arg(const char *name, const char *v, int min, int max, int *out)
+{
+    int64_t x;
+    if (!ktune_parse_int(v, &x) || x < min || x > max) {
+        fprintf(stderr, "ktune: %s: '%s' is not an integer between %d and %d\n", name, v, min,
+                max);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+static int parse_double_arg(const char *name, const char *v, double min, double *out)
+{
+    if (!ktune_parse_double(v, out) || !(*out >= min) || !isfinite(*out)) {
+        fprintf(stderr, "ktune: %s: '%s' is not a number of at least %g\n", name, v, min);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_options(int argc, char **argv, options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->spaces_dir = KTUNE_SOURCE_DIR "/spaces";
+    o->registry_dir = KTUNE_SOURCE_DIR "/generated";
+    o->templates = KTUNE_SOURCE_DIR "/gen/templates";
+    o->m4 = KTUNE_M4;
+    o->samples = 7;
+    o->top = 3;
+    o->shards = 4;
+    o->min_sample_us = 200;
+    o->warmup_us = 200;
+    o->config_timeout = 10;
+    size_t n = 0;
+    for (int i = 0; i < argc && n < sizeof o->command_line; i++)
+        n += (size_t)snprintf(o->command_line + n, sizeof o->command_line - n, "%s%s", i ? " " : "",
+                              argv[i]);
+    if (argc < 2)
+        return usage_error("no command given%s", "");
+    o->command = argv[1];
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = 1, rc = 0;
+        if (a[0] != '-') {
+            if (!o->family)
+                o->family = a;
+            else if (!o->positional2)
+                o->positional2 = a;
+            else
+                return usage_error("unexpected argument '%s'", a);
+            continue;
+        }
+        if (strcmp(a, "--apply") == 0)
+            o->apply = 1, takes = 0;
+        else if (strcmp(a, "--verbose") == 0)
+            o->verbose = 1, takes = 0;
+        else if (strcmp(a, "--force") == 0)
+            o->force = 1, takes = 0;
+        else if (strcmp(a, "--check") == 0)
+            o->check = 1, takes = 0;
+        else if (strcmp(a, "--list") == 0)
+            o->list = 1, takes = 0;
+        if (!takes)
+            continue;
+        if (!v)
+            return usage_error("%s needs a value", a);
+        if (strcmp(a, "--space") == 0)
+            o->space = v;
+        else if (strcmp(a, "--spaces-dir") == 0)
+            o->spaces_dir = v;
+        else if (strcmp(a, "--registry-dir") == 0)
+            o->registry_dir = v;
+        else if (strcmp(a, "--templates") == 0)
+            o->templates = v;
+        else if (strcmp(a, "--m4") == 0)
+            o->m4 = v;
+        else if (strcmp(a, "--worker") == 0)
+            o->worker = v;
+        else if (strcmp(a, "--run") == 0)
+            o->run = v;
+        else if (strcmp(a, "--out") == 0)
+            o->out = v;
+        else if (strcmp(a, "--source-rev") == 0)
+            o->source_rev = v;
+        else if (strcmp(a, "--samples") == 0)
+            rc = parse_int_arg(a, v, 1, 1000, &o->samples);
+        else if (strcmp(a, "--top") == 0)
+            rc = parse_int_arg(a, v, 1, 32, &o->top);
+        else if (strcmp(a, "--gpu") == 0)
+            rc = parse_int_arg(a, v, 0, 1023, &o->gpu);
+        else if (strcmp(a, "--shards") == 0)
+            rc = parse_int_arg(a, v, 1, 64, &o->shards);
+        else if (strcmp(a, "--min-sample-us") == 0)
+            rc = parse_double_arg(a, v, 1, &o->min_sample_us);
+        else if (strcmp(a, "--warmup-us") == 0)
+            rc = parse_double_arg(a, v, 0, &o->warmup_us);
+        else if (strcmp(a, "--config-timeout") == 0)
+            rc = parse_double_arg(a, v, 0.1, &o->config_timeout);
+        else
+            return usage_error("unknown option '%s'", a);
+        if (rc)
+            return 2;
+        i++;
+    }
+    return 0;
+}
+
+static int load_space(const options *o, ktune_space *s)
+{
+    char path[4096];
+    if (o->space) {
+        snprintf(path, sizeof path, "%s", o->space);
+    } else if (o->family) {
+        if (!ktune_is_identifier(o->family, KTUNE_NAME_MAX))
+            return usage_error("'%s' is not a family name", o->family);
+        snprintf(path, sizeof path, "%s/%s.yaml", o->spaces_dir, o->family);
+    } else {
+        return usage_error("%s needs a family or --space", o->command);
+    }
+    ktune_err err;
+    if (ktune_space_load(path, s, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+static void default_worker(const options *o, const ktune_space *s, char *out, size_t size)
+{
+    if (o->worker) {
+        snprintf(out, size, "%s", o->worker);
+        return;
+    }
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(out, size, "%.3900s/ktune-worker-%s", n > 0 ? self : ".", s->family);
+}
+
+static ktune_worker_opts worker_opts(const options *o, const char *program)
+{
+    ktune_worker_opts w = {program, o->samples, o->min_sample_us, o->warmup_us, o->gpu, NULL};
+    return w;
+}
+
+static void source_revision(const options *o, char *out, size_t size)
+{
+    snprintf(out, size, "unknown");
+    if (o->source_rev) {
+        snprintf(out, size, "%s", o->source_rev);
+        return;
+    }
+    FILE *p = popen("git -C '" KTUNE_SOURCE_DIR "' describe --always --dirty --abbrev=12 2>/dev/null", "r");
+    if (!p)
+        return;
+    char line[128];
+    if (fgets(line, sizeof line, p)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (ktune_is_safe_text(line, 60) && line[0])
+            snprintf(out, size, "%s", line);
+    }
+    pclose(p);
+}
+
+/* Registries of the family under the registry dir, sorted by device folder. */
+static int registries_find(const options *o, const ktune_space *s, char ***paths, int *count)
+{
+    *paths = NULL;
+    *count = 0;
+    DIR *d = opendir(o->registry_dir);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    int cap = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s/%s.yaml", o->registry_dir, e->d_name, s->family);
+        if (access(path, F_OK) != 0)
+            continue;
+        if (*count == cap)
+            *paths = realloc(*paths, sizeof **paths * (size_t)(cap = cap ? cap * 2 : 8));
+        (*paths)[(*count)++] = strdup(path);
+    }
+    closedir(d);
+    for (int i = 1; i < *count; i++)
+        for (int j = i; j > 0 && strcmp((*paths)[j - 1], (*paths)[j]) > 0; j--) {
+            char *t = (*paths)[j];
+            (*paths)[j] = (*paths)[j - 1];
+            (*paths)[j - 1] = t;
+        }
+    return 0;
+}
+
+static void registries_free(char **paths, int count)
+{
+    for (int i = 0; i < count; i++)
+        free(paths[i]);
+    free(paths);
+}
+
+/* "generated/<device>/<family>.yaml": the registry path as the header names it. */
+static void registry_label(const char *path, char *out, size_t size)
+{
+    const char *p = path + strlen(path);
+    int slashes = 0;
+    while (p > path && slashes < 3)
+        if (*--p == '/')
+            slashes++;
+    snprintf(out, size, "%s", slashes == 3 ? p + 1 : path);
+}
+
+/* Emits (or with check, compares) the header of one registry. 0 in sync / written, 1 out of date
+ * (check), -1 error. */
+static int emit_one(const options *o, const ktune_space *s, const char *reg_path, int check)
+{
+    ktune_err err;
+    ktune_registry reg;
+    if (ktune_registry_load(reg_path, s, &reg, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return -1;
+    }
+    char label[4096], header[4096];
+    registry_label(reg_path, label, sizeof label);
+    snprintf(header, sizeof header, "%.*s.h", (int)(strlen(reg_path) - 5), reg_path);
+    ktune_emit_tools tools = {o->m4, o->templates};
+    ktune_buf text = {0};
+    int rc = ktune_emit_table(s, &reg, label, &tools, &text, &err);
+    ktune_registry_free(&reg);
+    if (rc) {
+        fprintf(stderr, "%s\n", err.msg);
+        ktune_buf_free(&text);
+        return -1;
+    }
+    if (check) {
+        size_t len;
+        char *old = ktune_file_read(header, &len, &err);
+        rc = !old || len != text.len || memcmp(old, text.data, len) != 0;
+        if (rc)
+            fprintf(stderr, "ktune: %s is not what %s emits; run ktune emit %s\n", header,
+                    reg_path, s->family);
+        free(old);
+    } else {
+        int w = ktune_file_write_if_changed(header, text.data, text.len, &err);
+        if (w < 0)
+            fprintf(stderr, "%s\n", err.msg);
+        else if (w > 0)
+            fprintf(stderr, "ktune: wrote %s\n", header);
+        rc = w < 0 ? -1 : 0;
+    }
+    ktune_buf_free(&text);
+    return rc;
+}
+
+static int cmd_emit(const options *o, const ktune_space *s)
+{
+    char **paths;
+    int count, bad = 0;
+    registries_find(o, s, &paths, &count);
+    for (int i = 0; i < count; i++) {
+        int rc = emit_one(o, s, paths[i], o->check);
+        if (rc < 0) {
+            registries_free(paths, count);
+            return 1;
+        }
+        bad += rc;
+    }
+    if (o->check && !bad)
+        fprintf(stderr, "ktune: %d %s header%s in sync with %s\n", count, s->family,
+                count == 1 ? "" : "s", o->registry_dir);
+    registries_free(paths, count);
+    return bad ? 1 : 0;
+}
+
+static int cmd_gen(const options *o, const ktune_space *s)
+{
+    if (!o->out)
+        return usage_error("gen needs --out DIR%s", "");
+    ktune_err err;
+    ktune_emit_tools tools = {o->m4, o->templates};
+    char **paths;
+    int count, rc = 1;
+    registries_find(o, s, &paths, &count);
+    ktune_registry *regs = calloc((size_t)count + 1, sizeof *regs);
+    char **headers = calloc((size_t)count + 1, sizeof *headers);
+    int *all = malloc(sizeof *all * (size_t)s->nconfigs);
+    char *used = calloc((size_t)s->nconfigs, 1);
+    int nlib = 0, nregs = 0;
+    if (ktune_mkdirs(o->out, &err))
+        goto fail;
+    for (int i = 0; i < s->nconfigs; i++)
+        all[i] = i;
+    for (int i = 0; i < s->ndefaults; i++)
+        used[s->defaults[i]] = 1;
+    for (int i = 0; i < count; i++) {
+        if (ktune_registry_load(paths[i], s, &regs[i], &err))
+            goto fail;
+        nregs++;
+        for (int e = 0; e < regs[i].nentries; e++)
+            used[ktune_space_find_config(s, regs[i].entries[e].config)] = 1;
+        char label[4096];
+        registry_label(paths[i], label, sizeof label);
+        /* relative to the registry dir: <device>/<family>.h */
+        const char *rel = strchr(label, '/');
+        headers[i] = strdup(rel ? rel + 1 : label);
+        headers[i][strlen(headers[i]) - 4] = 'h';
+        headers[i][strlen(headers[i]) - 3] = '\0';
+    }
+    int *lib = malloc(sizeof *lib * (size_t)(s->nconfigs ? s->nconfigs : 1));
+    for (int i = 0; i < s->nconfigs; i++)
+        if (used[i])
+            lib[nlib++] = i;
+    int bad = ktune_emit_space(s, &tools, o->out, &err) ||
+              ktune_emit_instances(s, "candidates", all, s->nconfigs, o->shards, &tools, o->out,
+                                   &err) ||
+              ktune_emit_instances(s, "library", lib, nlib, o->shards, &tools, o->out, &err) ||
+              ktune_emit_table_index(s, regs, (const char *const *)headers, count, &tools, o->out,
+                                     &err);
+    free(lib);
+    if (bad)
+        goto fail;
+    rc = 0;
+fail:
+    if (rc)
+        fprintf(stderr, "%s\n", err.msg);
+    for (int i = 0; i < count; i++) {
+        if (i < nregs)
+            ktune_registry_free(&regs[i]);
+        free(headers[i]);
+    }
+    free(regs);
+    free(headers);
+    free(all);
+    free(used);
+    registries_free(paths, count);
+    return rc;
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    ktune_interrupted = 1;
+}
+
+static int do_apply(const options *o, const ktune_space *s, const char *run)
+{
+    ktune_err err;
+    char reg_path[4096];
+    ktune_apply_counts counts;
+    int changed;
+    if (ktune_registry_path_for_run(s, run, o->registry_dir, reg_path, sizeof reg_path, &err) ||
+        ktune_apply_run(s, run, reg_path, o->force, stderr, &counts, &changed, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    fprintf(stderr, "ktune: %s: %d added, %d replaced, %d kept%s\n", reg_path, counts.added,
+            counts.replaced, counts.kept, changed ? "" : "; registry unchanged");
+    if (access(reg_path, F_OK) != 0)
+        return 0;
+    return emit_one(o, s, reg_path, 0) < 0 ? 1 : 0;
+}
+
+static int cmd_sweep(const options *o, const ktune_space *s)
+{
+    char run[4096], worker[4096], rev[128], reg_path[4096];
+    if (o->run) {
+        snprintf(run, sizeof run, "%s", o->run);
+    } else {
+        time_t t = time(NULL);
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", gmtime(&t));
+        snprintf(run, sizeof run, "ktune-runs/%s-%s", s->family, stamp);
+    }
+    const char *base = strrchr(run, '/');
+    if (!ktune_is_safe_text(base ? base + 1 : run, 200))
+        return usage_error("--run: the folder name '%s' may hold only printable characters "
+                           "without \\ \" ' ` [ ] ( ) , $ #",
+                           run);
+    default_worker(o, s, worker, sizeof worker);
+    source_revision(o, rev, sizeof rev);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    /* the committed entries of this device, if any, join each shape's final round */
+    ktune_registry committed, *committed_ptr = NULL;
+    ktune_sweep_opts so = {s,   run, worker_opts(o, worker), o->config_timeout, o->top, NULL,
+                           o->command_line, rev, KTUNE_CUDA_FLAGS, o->verbose};
+    ktune_err err;
+    ktune_worker probe;
+    so.worker.log_path = NULL;
+    if (ktune_worker_start(&probe, &so.worker, &err)) {
+        fprintf(stderr, "ktune: no GPU to sweep on: %s\nktune: nothing was changed\n", err.msg);
+        return 2;
+    }
+    char slug[256];
+    ktune_device_slug(probe.device.name, slug, sizeof slug, '-');
+    ktune_worker_stop(&probe);
+    snprintf(reg_path, sizeof reg_path, "%s/%s/%s.yaml", o->registry_dir, slug, s->family);
+    if (access(reg_path, F_OK) == 0) {
+        if (ktune_registry_load(reg_path, s, &committed, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            return 1;
+        }
+        committed_ptr = &committed;
+    }
+    so.committed = committed_ptr;
+    fprintf(stderr, "ktune: sweeping %s: %d configs x %d shapes into %s\n", s->family,
+            s->nconfigs, s->nshapes, run);
+    int rc = ktune_sweep_run(&so, &err);
+    if (committed_ptr)
+        ktune_registry_free(committed_ptr);
+    if (rc < 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    if (rc == 1)
+        return 130;
+    return o->apply ? do_apply(o, s, run) : 0;
+}
+
+static int cmd_show(const options *o, const ktune_space *s)
+{
+    char **paths;
+    int count;
+    registries_find(o, s, &paths, &count);
+    if (count == 0)
+        printf("no %s registry under %s\n", s->family, o->registry_dir);
+    for (int i = 0; i < count; i++) {
+        ktune_registry reg;
+        ktune_err err;
+        if (ktune_registry_load(paths[i], s, &reg, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            registries_free(paths, count);
+            return 1;
+        }
+        double log_gain = 0;
+        printf("%s: %s (%d SMs, cc %d), %d keys\n", paths[i], reg.device, reg.sms, reg.cc,
+               reg.nentries);
+        for (int r = 0; r < reg.nruns; r++)
+            printf("  run %d: %s, driver %s, CUDA %s, source %s, %s\n", reg.runs[r].id,
+                   reg.runs[r].name, reg.runs[r].driver, reg.runs[r].cuda, reg.runs[r].source,
+                   reg.runs[r].date);
+        for (int e = 0; e < reg.nentries; e++) {
+            char key[256];
+            const ktune_entry *x = &reg.entries[e];
+            ktune_space_key_format(s, x->key, key, sizeof key);
+            printf("  %-32s %-36s %10.3f us  default %10.3f us  %6.3fx\n", key, x->config, x->us,
+                   x->default_us, x->default_us / x->us);
+            log_gain += log(x->default_us / x->us);
+        }
+        printf("  gain over the default: %.3fx (geomean of %d keys)\n",
+               reg.nentries ? exp(log_gain / reg.nentries) : 1.0, reg.nentries);
+        ktune_registry_free(&reg);
+    }
+    registries_free(paths, count);
+    return 0;
+}
+
+static int cmd_expand(const options *o, const ktune_space *s)
+{
+    printf("%s: %d variants, %d configs, %d defaults, %d shapes\n", s->family, s->nvariants,
+           s->nconfigs, s->ndefaults, s->nshapes);
+    if (!o->list)
+        return 0;
+    for (int i = 0; i < s->nconfigs; i++)
+        printf("config %s\n", s->configs[i].name);
+    for (int i = 0; i < s->nshapes; i++) {
+        char key[256];
+        ktune_space_key_format(s, s->shapes[i].key, key, sizeof key);
+        printf("shape %s\n", key);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    options o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc)
+        return rc;
+    static const char *const commands[] = {"sweep", "apply", "emit", "show",
+                                           "bench", "expand", "gen", NULL};
+    int known = 0;
+    for (const char *const *c = commands; *c; c++)
+        known |= strcmp(*c, o.command) == 0;
+    if (!known)
+        return usage_error("unknown command '%s'", o.command);
+    ktune_space s;
+    if (strcmp(o.command, "apply") == 0) {
+        /* ktune apply RUN: the family comes from the run's metadata */
+        const char *run = o.family;
+        if (!run)
+            return usage_error("apply needs a run folder%s", "");
+        options o2 = o;
+        char meta[4096];
+        ktune_run_info info;
+        ktune_err err;
+        snprintf(meta, sizeof meta, "%s/meta.yaml", run);
+        if (!o.space) {
+            if (ktune_run_info_load(meta, &info, &err)) {
+                fprintf(stderr, "%s\n", err.msg);
+                return 1;
+            }
+            o2.family = info.family;
+        }
+        if ((rc = load_space(&o2, &s)))
+            return rc;
+        rc = do_apply(&o2, &s, run);
+        ktune_space_free(&s);
+        return rc;
+    }
+    if ((rc = load_space(&o, &s)))
+        return rc;
+    if (strcmp(o.command, "sweep") == 0)
+        rc = cmd_sweep(&o, &s);
+    else if (strcmp(o.command, "emit") == 0)
+        rc = cmd_emit(&o, &s);
+    else if (strcmp(o.command, "show") == 0)
+        rc = cmd_show(&o, &s);
+    else if (strcmp(o.command, "expand") == 0)
+        rc = cmd_expand(&o, &s);
+    else if (strcmp(o.command, "gen") == 0)
+        rc = cmd_gen(&o, &s);
+    else {
+        char worker[4096], out[4096];
+        default_worker(&o, &s, worker, sizeof worker);
+        snprintf(out, sizeof out, "%s", o.out ? o.out : "");
+        if (!o.out)
+            snprintf(out, sizeof out, "%s.bench.csv", s.family);
+        ktune_worker_opts w = worker_opts(&o, worker);
+        ktune_err err;
+        rc = ktune_bench_run(&s, o.registry_dir, &w, o.config_timeout * 10, out, stdout, &err);
+        if (rc)
+            fprintf(stderr, "%s\n", err.msg);
+        rc = rc ? 1 : 0;
+    }
+    ktune_space_free(&s);
+    return rc;
+}

@@ -1,0 +1,621 @@
+#define _POSIX_C_SOURCE 200809L
+#include "space.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "yaml_tree.h"
+
+#define KTUNE_MAX_CONFIGS 100000
+#define KTUNE_MAX_SHAPES 1000000
+#define KTUNE_PARAM_MAX 1048576
+#define KTUNE_DIM_MAX ((int64_t)1 << 40)
+
+typedef struct {
+    const ktune_space *space;
+    const ktune_space_variant *variant; /* NULL: key dimensions only */
+} resolve_ctx;
+
+static int resolve(void *vctx, const char *name, ktune_ref_kind *kind, int *index)
+{
+    resolve_ctx *ctx = vctx;
+    if (ctx->variant)
+        for (int i = 0; i < ctx->variant->nparams; i++)
+            if (strcmp(ctx->variant->params[i].name, name) == 0) {
+                *kind = KTUNE_REF_PARAM;
+                *index = i;
+                return 0;
+            }
+    for (int d = 0; d < ctx->space->nkey; d++) {
+        const ktune_space_dim *dim = &ctx->space->key[d];
+        char bytes[KTUNE_NAME_MAX + 8];
+        snprintf(bytes, sizeof bytes, "%s_bytes", dim->name);
+        if (dim->kind == KTUNE_DIM_INT && strcmp(dim->name, name) == 0) {
+            *kind = KTUNE_REF_KEY;
+            *index = d;
+            return 0;
+        }
+        if (dim->kind == KTUNE_DIM_DTYPE && strcmp(bytes, name) == 0) {
+            *kind = KTUNE_REF_KEY_BYTES;
+            *index = d;
+            return 0;
+        }
+    }
+    if (ctx->variant)
+        for (int i = 0; i < KTUNE_NLIMITS; i++)
+            if (strcmp(ktune_limit_names[i], name) == 0) {
+                *kind = KTUNE_REF_LIMIT;
+                *index = i;
+                return 0;
+            }
+    return -1;
+}
+
+static int name_taken(const ktune_space *s, const ktune_space_variant *v, const char *name)
+{
+    for (int d = 0; d < s->nkey; d++)
+        if (strcmp(s->key[d].name, name) == 0)
+            return 1;
+    for (int i = 0; i < KTUNE_NLIMITS; i++)
+        if (strcmp(ktune_limit_names[i], name) == 0)
+            return 1;
+    for (int i = 0; v && i < v->nparams; i++)
+        if (strcmp(v->params[i].name, name) == 0)
+            return 1;
+    return strcmp(name, "variant") == 0;
+}
+
+static int load_key(const char *file, const ktune_node *n, ktune_space *s, ktune_err *err)
+{
+    static const char *const allowed[] = {"name", "type", NULL};
+    static const char *const required[] = {"name", NULL};
+    if (ktune_expect_list(file, n, "key", err))
+        return -1;
+    if (n->count > KTUNE_MAX_KEY)
+        return ktune_fail_at(err, file, n->line, n->col, "key has more than %d dimensions",
+                             KTUNE_MAX_KEY);
+    for (int i = 0; i < n->count; i++) {
+        const ktune_node *d = n->items[i];
+        if (ktune_expect(file, d, KTUNE_NODE_MAP, "a key dimension", err) ||
+            ktune_expect_keys(file, d, allowed, required, err))
+            return -1;
+        const ktune_node *name = ktune_map_get(d, "name");
+        if (ktune_expect_identifier(file, name, "a key dimension's name", err))
+            return -1;
+        if (name_taken(s, NULL, name->value))
+            return ktune_fail_at(err, file, name->line, name->col, "name '%s' is already taken",
+                                 name->value);
+        const ktune_node *type = ktune_map_get(d, "type");
+        ktune_space_dim *dim = &s->key[s->nkey];
+        dim->kind = KTUNE_DIM_INT;
+        if (type) {
+            if (ktune_expect(file, type, KTUNE_NODE_SCALAR, "type", err))
+                return -1;
+            if (strcmp(type->value, "dtype") == 0)
+                dim->kind = KTUNE_DIM_DTYPE;
+            else if (strcmp(type->value, "int") != 0)
+                return ktune_fail_at(err, file, type->line, type->col,
+                                     "type must be 'int' or 'dtype', not '%s'", type->value);
+        }
+        snprintf(dim->name, sizeof dim->name, "%s", name->value);
+        s->nkey++;
+    }
+    return 0;
+}
+
+static int load_variant(const char *file, const ktune_node *vname, const ktune_node *n,
+                        ktune_space *s, ktune_space_variant *v, ktune_err *err)
+{
+    static const char *const allowed[] = {"doc", "params", "constraints", NULL};
+    static const char *const required[] = {"params", NULL};
+    if (ktune_expect_identifier(file, vname, "a variant's name", err) ||
+        ktune_expect(file, n, KTUNE_NODE_MAP, "a variant", err) ||
+        ktune_expect_keys(file, n, allowed, required, err))
+        return -1;
+    snprintf(v->name, sizeof v->name, "%s", vname->value);
+    const ktune_node *doc = ktune_map_get(n, "doc");
+    if (doc && ktune_expect(file, doc, KTUNE_NODE_SCALAR, "doc", err))
+        return -1;
+    const ktune_node *params = ktune_map_get(n, "params");
+    if (ktune_expect(file, params, KTUNE_NODE_MAP, "params", err))
+        return -1;
+    if (params->count == 0 || params->count > KTUNE_MAX_PARAMS)
+        return ktune_fail_at(err, file, params->line, params->col,
+                             "a variant has 1 to %d parameters", KTUNE_MAX_PARAMS);
+    for (int i = 0; i < params->count; i++) {
+        const ktune_node *pname = params->keys[i], *list = params->items[i];
+        if (ktune_expect_identifier(file, pname, "a parameter's name", err))
+            return -1;
+        if (name_taken(s, v, pname->value))
+            return ktune_fail_at(err, file, pname->line, pname->col,
+                                 "name '%s' is already taken", pname->value);
+        if (ktune_expect_list(file, list, "a parameter's values", err))
+            return -1;
+        ktune_space_param *p = &v->params[v->nparams];
+        snprintf(p->name, sizeof p->name, "%s", pname->value);
+        p->values = calloc((size_t)list->count, sizeof *p->values);
+        v->nparams++;
+        for (int j = 0; j < list->count; j++) {
+            if (ktune_expect_int(file, list->items[j], "a parameter value", 0, KTUNE_PARAM_MAX,
+                                 &p->values[j], err))
+                return -1;
+            for (int k = 0; k < j; k++)
+                if (p->values[k] == p->values[j])
+                    return ktune_fail_at(err, file, list->items[j]->line, list->items[j]->col,
+                                         "value %lld is listed twice",
+                                         (long long)p->values[j]);
+            p->nvalues++;
+        }
+    }
+    const ktune_node *cons = ktune_map_get(n, "constraints");
+    if (!cons)
+        return 0;
+    if (ktune_expect(file, cons, KTUNE_NODE_SEQ, "constraints", err))
+        return -1;
+    v->constraints = calloc((size_t)cons->count + 1, sizeof *v->constraints);
+    resolve_ctx ctx = {s, v};
+    for (int i = 0; i < cons->count; i++) {
+        const ktune_node *c = cons->items[i];
+        if (ktune_expect(file, c, KTUNE_NODE_SCALAR, "a constraint", err))
+            return -1;
+        /* a plain one-line scalar's columns match the text; quoted ones are off by the quote */
+        int col = c->col + (c->plain ? 0 : 1);
+        ktune_expr *e = ktune_expr_parse(c->value, resolve, &ctx, file, c->line, col, err);
+        if (!e)
+            return -1;
+        unsigned uses = ktune_expr_uses(e);
+        v->constraints[v->nconstraints].expr = e;
+        v->constraints[v->nconstraints].per_shape = (uses & ~(1u << KTUNE_REF_PARAM)) != 0;
+        v->nconstraints++;
+    }
+    return 0;
+}
+
+static int config_cmp(const void *a, const void *b)
+{
+    return strcmp(((const ktune_space_config *)a)->name, ((const ktune_space_config *)b)->name);
+}
+
+static int expand_configs(const char *file, const ktune_node *at, ktune_space *s, ktune_err *err)
+{
+    size_t cap = 64;
+    s->configs = malloc(cap * sizeof *s->configs);
+    for (int vi = 0; vi < s->nvariants; vi++) {
+        const ktune_space_variant *v = &s->variants[vi];
+        int idx[KTUNE_MAX_PARAMS] = {0};
+        int kept = 0;
+        for (;;) {
+            ktune_space_config c = {.variant = vi};
+            for (int p = 0; p < v->nparams; p++)
+                c.params[p] = v->params[p].values[idx[p]];
+            ktune_expr_env env = {c.params, NULL, NULL};
+            int ok = 1;
+            for (int k = 0; k < v->nconstraints && ok; k++)
+                if (!v->constraints[k].per_shape)
+                    ok = ktune_expr_eval(v->constraints[k].expr, &env) != 0;
+            if (ok) {
+                if (s->nconfigs == KTUNE_MAX_CONFIGS)
+                    return ktune_fail_at(err, file, at->line, at->col,
+                                         "the space expands to more than %d configs",
+                                         KTUNE_MAX_CONFIGS);
+                int n = snprintf(c.name, sizeof c.name, "%s", v->name);
+                for (int p = 0; p < v->nparams && n < (int)sizeof c.name; p++)
+                    n += snprintf(c.name + n, sizeof c.name - (size_t)n, "_%s%lld",
+                                  v->params[p].name, (long long)c.params[p]);
+                if (n >= (int)sizeof c.name)
+                    return ktune_fail_at(err, file, at->line, at->col,
+                                         "config names of variant '%s' are too long", v->name);
+                if ((size_t)s->nconfigs == cap)
+                    s->configs = realloc(s->configs, (cap *= 2) * sizeof *s->configs);
+                s->configs[s->nconfigs++] = c;
+                kept++;
+            }
+            int p = 0;
+            while (p < v->nparams && ++idx[p] == v->params[p].nvalues)
+                idx[p++] = 0;
+            if (p == v->nparams)
+                break;
+        }
+        if (kept == 0)
+            return ktune_fail_at(err, file, at->line, at->col,
+                                 "variant '%s': no parameter combination meets its constraints",
+                                 v->name);
+    }
+    qsort(s->configs, (size_t)s->nconfigs, sizeof *s->configs, config_cmp);
+    return 0;
+}
+
+int ktune_space_find_config(const ktune_space *s, const char *name)
+{
+    ktune_space_config probe;
+    snprintf(probe.name, sizeof probe.name, "%s", name);
+    const ktune_space_config *c =
+        bsearch(&probe, s->configs, (size_t)s->nconfigs, sizeof *s->configs, config_cmp);
+    return c ? (int)(c - s->configs) : -1;
+}
+
+static int load_defaults(const char *file, const ktune_node *n, ktune_space *s, ktune_err *err)
+{
+    if (ktune_expect_list(file, n, "defaults", err))
+        return -1;
+    s->defaults = calloc((size_t)n->count, sizeof *s->defaults);
+    for (int i = 0; i < n->count; i++) {
+        const ktune_node *d = n->items[i];
+        if (ktune_expect(file, d, KTUNE_NODE_MAP, "a default", err))
+            return -1;
+        const ktune_node *vn = ktune_map_get(d, "variant");
+        if (!vn)
+            return ktune_fail_at(err, file, d->line, d->col, "missing key 'variant'");
+        if (ktune_expect(file, vn, KTUNE_NODE_SCALAR, "variant", err))
+            return -1;
+        int vi = -1;
+        for (int k = 0; k < s->nvariants; k++)
+            if (strcmp(s->variants[k].name, vn->value) == 0)
+                vi = k;
+        if (vi < 0)
+            return ktune_fail_at(err, file, vn->line, vn->col, "unknown variant '%s'", vn->value);
+        const ktune_space_variant *v = &s->variants[vi];
+        const char *allowed[KTUNE_MAX_PARAMS + 2] = {"variant"};
+        for (int p = 0; p < v->nparams; p++)
+            allowed[p + 1] = v->params[p].name;
+        if (ktune_expect_keys(file, d, allowed, allowed, err))
+            return -1;
+        char name[KTUNE_CONFIG_NAME_MAX];
+        int len = snprintf(name, sizeof name, "%s", v->name);
+        for (int p = 0; p < v->nparams; p++) {
+            int64_t value;
+            if (ktune_expect_int(file, ktune_map_get(d, v->params[p].name), "a parameter value",
+                                 0, KTUNE_PARAM_MAX, &value, err))
+                return -1;
+            len += snprintf(name + len, sizeof name - (size_t)len, "_%s%lld", v->params[p].name,
+                            (long long)value);
+        }
+        int ci = ktune_space_find_config(s, name);
+        if (ci < 0)
+            return ktune_fail_at(err, file, d->line, d->col,
+                                 "default %s is not in the space (a value not listed, or a "
+                                 "constraint excludes it)",
+                                 name);
+        s->defaults[s->ndefaults++] = ci;
+    }
+    return 0;
+}
+
+int ktune_space_key_compare(const ktune_space *s, const int64_t *a, const int64_t *b)
+{
+    for (int d = 0; d < s->nkey; d++)
+        if (a[d] != b[d])
+            return a[d] < b[d] ? -1 : 1;
+    return 0;
+}
+
+static const ktune_space *sort_space; /* qsort has no context argument in C11 */
+
+static int shape_cmp(const void *a, const void *b)
+{
+    return ktune_space_key_compare(sort_space, ((const ktune_space_shape *)a)->key,
+                                   ((const ktune_space_shape *)b)->key);
+}
+
+typedef struct {
+    ktune_space_shape *items;
+    size_t count, cap;
+} shape_list;
+
+static int shape_add(shape_list *l, const int64_t *key, const char *file, const ktune_node *at,
+                     ktune_err *err)
+{
+    if (l->count == KTUNE_MAX_SHAPES)
+        return ktune_fail_at(err, file, at->line, at->col, "more than %d shapes",
+                             KTUNE_MAX_SHAPES);
+    if (l->count == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 64;
+        l->items = realloc(l->items, l->cap * sizeof *l->items);
+    }
+    memset(&l->items[l->count], 0, sizeof l->items[l->count]);
+    memcpy(l->items[l->count].key, key, sizeof(int64_t) * KTUNE_MAX_KEY);
+    l->count++;
+    return 0;
+}
+
+/* The values one dimension of a grid takes: a list, or {from, to, times | step}. */
+static int dim_values(const char *file, const ktune_node *n, const ktune_space_dim *dim,
+                      int64_t **out, int *count, ktune_err *err)
+{
+    if (dim->kind == KTUNE_DIM_DTYPE || n->kind == KTUNE_NODE_SEQ) {
+        if (ktune_expect_list(file, n, dim->name, err))
+            return -1;
+        *out = calloc((size_t)n->count, sizeof **out);
+        *count = n->count;
+        for (int i = 0; i < n->count; i++) {
+            const ktune_node *it = n->items[i];
+            if (dim->kind == KTUNE_DIM_DTYPE) {
+                if (ktune_expect(file, it, KTUNE_NODE_SCALAR, "a dtype", err))
+                    return -1;
+                if (!ktune_dtype_parse(it->value, &(*out)[i]))
+                    return ktune_fail_at(err, file, it->line, it->col,
+                                         "unknown dtype '%s' (expected f32, f16 or bf16)",
+                                         it->value);
+            } else if (ktune_expect_int(file, it, dim->name, 1, KTUNE_DIM_MAX, &(*out)[i], err)) {
+                return -1;
+            }
+        }
+        return 0;
+    }
+    static const char *const allowed[] = {"from", "to", "times", "step", NULL};
+    static const char *const required[] = {"from", "to", NULL};
+    if (ktune_expect(file, n, KTUNE_NODE_MAP, dim->name, err) ||
+        ktune_expect_keys(file, n, allowed, required, err))
+        return -1;
+    int64_t from, to, times = 0, step = 0;
+    const ktune_node *tn = ktune_map_get(n, "times"), *sn = ktune_map_get(n, "step");
+    if (ktune_expect_int(file, ktune_map_get(n, "from"), "from", 1, KTUNE_DIM_MAX, &from, err) ||
+        ktune_expect_int(file, ktune_map_get(n, "to"), "to", from, KTUNE_DIM_MAX, &to, err) ||
+        (tn && ktune_expect_int(file, tn, "times", 2, 1024, &times, err)) ||
+        (sn && ktune_expect_int(file, sn, "step", 1, KTUNE_DIM_MAX, &step, err)))
+        return -1;
+    if (!tn == !sn)
+        return ktune_fail_at(err, file, n->line, n->col, "give exactly one of 'times' and 'step'");
+    int cap = 0;
+    *out = NULL;
+    *count = 0;
+    for (int64_t v = from; v <= to; v = times ? v * times : v + step) {
+        if (*count == 100000)
+            return ktune_fail_at(err, file, n->line, n->col, "more than 100000 values");
+        if (*count == cap)
+            *out = realloc(*out, (size_t)(cap = cap ? cap * 2 : 16) * sizeof **out);
+        (*out)[(*count)++] = v;
+    }
+    return 0;
+}
+
+static int load_grid(const char *file, const ktune_node *entry, ktune_space *s, shape_list *l,
+                     ktune_err *err)
+{
+    const ktune_node *grid = ktune_map_get(entry, "grid");
+    if (ktune_expect(file, grid, KTUNE_NODE_MAP, "grid", err))
+        return -1;
+    const char *names[KTUNE_MAX_KEY + 1] = {NULL};
+    for (int d = 0; d < s->nkey; d++)
+        names[d] = s->key[d].name;
+    if (ktune_expect_keys(file, grid, names, names, err))
+        return -1;
+    ktune_expr *where = NULL;
+    const ktune_node *wn = ktune_map_get(entry, "where");
+    if (wn) {
+        if (ktune_expect(file, wn, KTUNE_NODE_SCALAR, "where", err))
+            return -1;
+        resolve_ctx ctx = {s, NULL};
+        where = ktune_expr_parse(wn->value, resolve, &ctx, file, wn->line,
+                                 wn->col + (wn->plain ? 0 : 1), err);
+        if (!where)
+            return -1;
+    }
+    int64_t *values[KTUNE_MAX_KEY] = {NULL};
+    int counts[KTUNE_MAX_KEY] = {0}, idx[KTUNE_MAX_KEY] = {0}, rc = 0;
+    for (int d = 0; d < s->nkey && rc == 0; d++)
+        rc = dim_values(file, ktune_map_get(grid, s->key[d].name), &s->key[d], &values[d],
+                        &counts[d], err);
+    while (rc == 0) {
+        int64_t key[KTUNE_MAX_KEY] = {0};
+        for (int d = 0; d < s->nkey; d++)
+            key[d] = values[d][idx[d]];
+        ktune_expr_env env = {NULL, key, NULL};
+        if (!where || ktune_expr_eval(where, &env))
+            rc = shape_add(l, key, file, grid, err);
+        int d = 0;
+        while (d < s->nkey && ++idx[d] == counts[d])
+            idx[d++] = 0;
+        if (d == s->nkey)
+            break;
+    }
+    for (int d = 0; d < s->nkey; d++)
+        free(values[d]);
+    ktune_expr_free(where);
+    return rc;
+}
+
+static int load_list(const char *file, const ktune_node *entry, ktune_space *s, shape_list *l,
+                     ktune_err *err)
+{
+    const ktune_node *list = ktune_map_get(entry, "list");
+    if (ktune_expect_list(file, list, "list", err))
+        return -1;
+    const char *names[KTUNE_MAX_KEY + 1] = {NULL};
+    for (int d = 0; d < s->nkey; d++)
+        names[d] = s->key[d].name;
+    for (int i = 0; i < list->count; i++) {
+        const ktune_node *m = list->items[i];
+        if (ktune_expect(file, m, KTUNE_NODE_MAP, "a shape", err) ||
+            ktune_expect_keys(file, m, names, names, err))
+            return -1;
+        int64_t key[KTUNE_MAX_KEY] = {0};
+        for (int d = 0; d < s->nkey; d++) {
+            const ktune_node *v = ktune_map_get(m, s->key[d].name);
+            if (s->key[d].kind == KTUNE_DIM_DTYPE) {
+                if (ktune_expect(file, v, KTUNE_NODE_SCALAR, "a dtype", err))
+                    return -1;
+                if (!ktune_dtype_parse(v->value, &key[d]))
+                    return ktune_fail_at(err, file, v->line, v->col,
+                                         "unknown dtype '%s' (expected f32, f16 or bf16)",
+                                         v->value);
+            } else if (ktune_expect_int(file, v, s->key[d].name, 1, KTUNE_DIM_MAX, &key[d], err)) {
+                return -1;
+            }
+        }
+        if (shape_add(l, key, file, m, err))
+            return -1;
+    }
+    return 0;
+}
+
+static int load_shapes(const char *file, const ktune_node *n, ktune_space *s, ktune_err *err)
+{
+    static const char *const allowed[] = {"grid", "where", "list", NULL};
+    if (ktune_expect_list(file, n, "shapes", err))
+        return -1;
+    shape_list l = {0};
+    int rc = 0;
+    for (int i = 0; i < n->count && rc == 0; i++) {
+        const ktune_node *e = n->items[i];
+        if (ktune_expect(file, e, KTUNE_NODE_MAP, "a shapes entry", err) ||
+            ktune_expect_keys(file, e, allowed, NULL, err)) {
+            rc = -1;
+        } else if (ktune_map_get(e, "grid") && !ktune_map_get(e, "list")) {
+            rc = load_grid(file, e, s, &l, err);
+        } else if (ktune_map_get(e, "list") && !ktune_map_get(e, "grid") &&
+                   !ktune_map_get(e, "where")) {
+            rc = load_list(file, e, s, &l, err);
+        } else {
+            rc = ktune_fail_at(err, file, e->line, e->col,
+                               "a shapes entry is either 'grid' (with an optional 'where') or "
+                               "'list'");
+        }
+    }
+    if (rc == 0 && l.count == 0)
+        rc = ktune_fail_at(err, file, n->line, n->col, "the shapes select no shape");
+    if (rc == 0) {
+        sort_space = s;
+        qsort(l.items, l.count, sizeof *l.items, shape_cmp);
+        size_t out = 0;
+        for (size_t i = 0; i < l.count; i++)
+            if (out == 0 || shape_cmp(&l.items[out - 1], &l.items[i]) != 0)
+                l.items[out++] = l.items[i];
+        l.count = out;
+    }
+    s->shapes = l.items;
+    s->nshapes = (int)l.count;
+    return rc;
+}
+
+int ktune_space_load(const char *path, ktune_space *s, ktune_err *err)
+{
+    static const char *const allowed[] = {"family", "doc", "key", "variants", "defaults",
+                                          "shapes", NULL};
+    static const char *const required[] = {"family", "key", "variants", "defaults", "shapes",
+                                           NULL};
+    memset(s, 0, sizeof *s);
+    snprintf(s->path, sizeof s->path, "%s", path);
+    ktune_node *root = ktune_yaml_load(path, err);
+    int rc = -1;
+    if (!root)
+        return -1;
+    if (ktune_expect(path, root, KTUNE_NODE_MAP, "a space file", err) ||
+        ktune_expect_keys(path, root, allowed, required, err))
+        goto cleanup;
+    const ktune_node *family = ktune_map_get(root, "family");
+    if (ktune_expect_identifier(path, family, "family", err))
+        goto cleanup;
+    snprintf(s->family, sizeof s->family, "%s", family->value);
+    const ktune_node *doc = ktune_map_get(root, "doc");
+    if (doc && ktune_expect(path, doc, KTUNE_NODE_SCALAR, "doc", err))
+        goto cleanup;
+    if (load_key(path, ktune_map_get(root, "key"), s, err))
+        goto cleanup;
+    const ktune_node *variants = ktune_map_get(root, "variants");
+    if (ktune_expect(path, variants, KTUNE_NODE_MAP, "variants", err))
+        goto cleanup;
+    if (variants->count == 0) {
+        ktune_fail_at(err, path, variants->line, variants->col, "variants must not be empty");
+        goto cleanup;
+    }
+    s->variants = calloc((size_t)variants->count, sizeof *s->variants);
+    for (int i = 0; i < variants->count; i++) {
+        s->nvariants++;
+        if (load_variant(path, variants->keys[i], variants->items[i], s, &s->variants[i], err))
+            goto cleanup;
+    }
+    if (expand_configs(path, variants, s, err) ||
+        load_defaults(path, ktune_map_get(root, "defaults"), s, err) ||
+        load_shapes(path, ktune_map_get(root, "shapes"), s, err))
+        goto cleanup;
+    rc = 0;
+cleanup:
+    ktune_node_free(root);
+    if (rc)
+        ktune_space_free(s);
+    return rc;
+}
+
+void ktune_space_free(ktune_space *s)
+{
+    for (int i = 0; i < s->nvariants; i++) {
+        for (int p = 0; p < s->variants[i].nparams; p++)
+            free(s->variants[i].params[p].values);
+        for (int c = 0; c < s->variants[i].nconstraints; c++)
+            ktune_expr_free(s->variants[i].constraints[c].expr);
+        free(s->variants[i].constraints);
+    }
+    free(s->variants);
+    free(s->configs);
+    free(s->defaults);
+    free(s->shapes);
+    memset(s, 0, sizeof *s);
+}
+
+int ktune_space_valid(const ktune_space *s, const ktune_space_config *c, const int64_t *key,
+                      const int64_t *limits)
+{
+    const ktune_space_variant *v = &s->variants[c->variant];
+    ktune_expr_env env = {c->params, key, limits};
+    for (int k = 0; k < v->nconstraints; k++)
+        if (v->constraints[k].per_shape && !ktune_expr_eval(v->constraints[k].expr, &env))
+            return 0;
+    return 1;
+}
+
+int ktune_space_default_for(const ktune_space *s, const int64_t *key, const int64_t *limits)
+{
+    for (int i = 0; i < s->ndefaults; i++)
+        if (ktune_space_valid(s, &s->configs[s->defaults[i]], key, limits))
+            return s->defaults[i];
+    return -1;
+}
+
+void ktune_space_key_format(const ktune_space *s, const int64_t *key, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < s->nkey && used < size; d++) {
+        int n = s->key[d].kind == KTUNE_DIM_DTYPE
+                    ? snprintf(buf + used, size - used, "%s%s=%s", d ? " " : "", s->key[d].name,
+                               ktune_dtype_name(key[d]))
+                    : snprintf(buf + used, size - used, "%s%s=%lld", d ? " " : "", s->key[d].name,
+                               (long long)key[d]);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
+int ktune_space_key_parse(const ktune_space *s, const char *text, int64_t *key, ktune_err *err)
+{
+    int seen[KTUNE_MAX_KEY] = {0};
+    memset(key, 0, sizeof(int64_t) * KTUNE_MAX_KEY);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", text);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq)
+            return ktune_fail(err, "key '%s': expected name=value, got '%s'", text, tok);
+        *eq = '\0';
+        int d = 0;
+        while (d < s->nkey && strcmp(s->key[d].name, tok) != 0)
+            d++;
+        if (d == s->nkey)
+            return ktune_fail(err, "key '%s': '%s' is not a key dimension of %s", text, tok,
+                              s->family);
+        int ok = s->key[d].kind == KTUNE_DIM_DTYPE ? ktune_dtype_parse(eq + 1, &key[d])
+                                                    : ktune_parse_int(eq + 1, &key[d]) &&
+                                                          key[d] >= 1 && key[d] <= KTUNE_DIM_MAX;
+        if (!ok)
+            return ktune_fail(err, "key '%s': bad value '%s' for %s", text, eq + 1, tok);
+        seen[d] = 1;
+    }
+    for (int d = 0; d < s->nkey; d++)
+        if (!seen[d])
+            return ktune_fail(err, "key '%s': %s is missing", text, s->key[d].name);
+    return 0;
+}

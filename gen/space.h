@@ -1,0 +1,80 @@
+/* A family's space: key, variants with their parameters and constraints, defaults, shapes. */
+#ifndef KTUNE_GEN_SPACE_H
+#define KTUNE_GEN_SPACE_H
+
+#include <stdint.h>
+
+#include "../kernels/runtime/ktune_table.h"
+#include "expr.h"
+#include "util.h"
+
+#define KTUNE_NAME_MAX 40
+#define KTUNE_CONFIG_NAME_MAX 128
+
+typedef struct {
+    char name[KTUNE_NAME_MAX + 1];
+    ktune_dim_kind kind;
+} ktune_space_dim;
+
+typedef struct {
+    char name[KTUNE_NAME_MAX + 1];
+    int64_t *values;
+    int nvalues;
+} ktune_space_param;
+
+typedef struct {
+    ktune_expr *expr;
+    int per_shape; /* names a key dimension or a device limit: checked for each shape */
+} ktune_space_constraint;
+
+typedef struct {
+    char name[KTUNE_NAME_MAX + 1];
+    ktune_space_param params[KTUNE_MAX_PARAMS];
+    int nparams;
+    ktune_space_constraint *constraints;
+    int nconstraints;
+} ktune_space_variant;
+
+typedef struct {
+    char name[KTUNE_CONFIG_NAME_MAX];
+    int variant;
+    int64_t params[KTUNE_MAX_PARAMS];
+} ktune_space_config;
+
+typedef struct {
+    int64_t key[KTUNE_MAX_KEY];
+} ktune_space_shape;
+
+typedef struct {
+    char path[1024];
+    char family[KTUNE_NAME_MAX + 1];
+    ktune_space_dim key[KTUNE_MAX_KEY];
+    int nkey;
+    ktune_space_variant *variants;
+    int nvariants;
+    ktune_space_config *configs; /* every config the parameter constraints allow, sorted by name */
+    int nconfigs;
+    int *defaults; /* indices into configs, in order: first valid one wins */
+    int ndefaults;
+    ktune_space_shape *shapes; /* sorted by key, unique */
+    int nshapes;
+} ktune_space;
+
+int ktune_space_load(const char *path, ktune_space *space, ktune_err *err);
+void ktune_space_free(ktune_space *space);
+
+/* Index of the config with this name, or -1. */
+int ktune_space_find_config(const ktune_space *space, const char *name);
+/* Whether every constraint of the config's variant holds for key on a device with these limits
+ * (KTUNE_NLIMITS values). */
+int ktune_space_valid(const ktune_space *space, const ktune_space_config *config,
+                      const int64_t *key, const int64_t *limits);
+/* The first default valid for key, or -1. */
+int ktune_space_default_for(const ktune_space *space, const int64_t *key, const int64_t *limits);
+
+/* Key text: "dtype=f16 rows=4 cols=100"; and its parser (names in any order, all required). */
+void ktune_space_key_format(const ktune_space *space, const int64_t *key, char *buf, size_t size);
+int ktune_space_key_parse(const ktune_space *space, const char *text, int64_t *key, ktune_err *err);
+int ktune_space_key_compare(const ktune_space *space, const int64_t *a, const int64_t *b);
+
+#endif

@@ -1,0 +1,529 @@
+#define _POSIX_C_SOURCE 200809L
+#include "sweep.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef enum { ST_NONE, ST_OK, ST_INVALID, ST_WRONG, ST_FAILED, ST_TIMEOUT, ST_COUNT } trial_status;
+static const char *const status_names[ST_COUNT] = {"", "ok", "invalid", "wrong", "failed", "timeout"};
+
+typedef struct {
+    trial_status status;
+    float us, spread;
+} trial;
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+void ktune_limits_from(const ktune_worker_device *d, int64_t *limits)
+{
+    limits[0] = d->sms;
+    limits[1] = d->max_threads;
+    limits[2] = d->smem_per_block;
+    limits[3] = d->l2_bytes;
+    limits[4] = d->cc;
+}
+
+static trial_status status_parse(const char *s)
+{
+    for (int i = 1; i < ST_COUNT; i++)
+        if (strcmp(s, status_names[i]) == 0)
+            return (trial_status)i;
+    return ST_NONE;
+}
+
+/* Cuts a file back to its last newline: a line cut short by a kill is dropped. */
+static void trim_partial_line(const char *path)
+{
+    ktune_err ignored;
+    size_t len;
+    char *data = ktune_file_read(path, &len, &ignored);
+    if (!data)
+        return;
+    size_t keep = len;
+    while (keep > 0 && data[keep - 1] != '\n')
+        keep--;
+    free(data);
+    if (keep != len && truncate(path, (off_t)keep) != 0)
+        fprintf(stderr, "ktune: cannot trim %s\n", path);
+}
+
+static void journal_write(FILE *f, const char *line)
+{
+    fputs(line, f);
+    fflush(f);
+    fsync(fileno(f));
+}
+
+static void sanitize(char *s)
+{
+    for (; *s; s++)
+        if (*s == ',' || *s == '\n' || *s == '\r')
+            *s = ';';
+}
+
+/* Loads trials.csv into the trials table; lines that do not parse are ignored. */
+static void journal_load(const char *path, const ktune_space *s, trial *trials)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        if (!strchr(line, '\n'))
+            continue;
+        char *save = NULL;
+        char *key = strtok_r(line, ",", &save), *cfg = strtok_r(NULL, ",", &save);
+        char *st = strtok_r(NULL, ",", &save), *us = strtok_r(NULL, ",", &save);
+        char *sp = strtok_r(NULL, ",\n", &save);
+        if (!key || !cfg || !st || !us || !sp)
+            continue;
+        int64_t k[KTUNE_MAX_KEY];
+        ktune_err ignored;
+        if (ktune_space_key_parse(s, key, k, &ignored))
+            continue;
+        int ci = ktune_space_find_config(s, cfg);
+        trial_status status = status_parse(st);
+        if (ci < 0 || status == ST_NONE)
+            continue;
+        int lo = 0, hi = s->nshapes - 1, si = -1;
+        while (lo <= hi) {
+            int mid = (lo + hi) / 2, c = ktune_space_key_compare(s, s->shapes[mid].key, k);
+            if (c == 0) {
+                si = mid;
+                break;
+            }
+            if (c < 0)
+                lo = mid + 1;
+            else
+                hi = mid - 1;
+        }
+        if (si < 0)
+            continue;
+        trial *t = &trials[(size_t)si * (size_t)s->nconfigs + (size_t)ci];
+        t->status = status;
+        t->us = (float)atof(us);
+        t->spread = (float)atof(sp);
+    }
+    fclose(f);
+}
+
+int ktune_final_load(const char *run_dir, const ktune_space *s, ktune_final_row **rows_out,
+                     int *count_out, ktune_err *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/final.csv", run_dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return ktune_fail(err, "%s: cannot open (is %s a run folder?)", path, run_dir);
+    ktune_final_row *rows = NULL;
+    int count = 0, cap = 0;
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        if (!strchr(line, '\n') || strncmp(line, "key,", 4) == 0)
+            continue;
+        ktune_final_row r;
+        memset(&r, 0, sizeof r);
+        char *save = NULL;
+        char *key = strtok_r(line, ",", &save), *cfg = strtok_r(NULL, ",", &save);
+        char *fields[6];
+        int nf = 0;
+        while (nf < 6 && (fields[nf] = strtok_r(NULL, ",\n", &save)))
+            nf++;
+        ktune_err ignored;
+        if (!key || !cfg || nf != 6 || ktune_space_key_parse(s, key, r.key, &ignored))
+            continue;
+        snprintf(r.config, sizeof r.config, "%s", cfg);
+        r.rank = atoi(fields[0]);
+        r.of = atoi(fields[1]);
+        r.us = atof(fields[2]);
+        r.spread = atof(fields[3]);
+        r.is_default = atoi(fields[4]);
+        r.is_committed = atoi(fields[5]);
+        if (count == cap)
+            rows = realloc(rows, sizeof *rows * (size_t)(cap = cap ? cap * 2 : 256));
+        rows[count++] = r;
+    }
+    fclose(f);
+    /* Blocks: rows 1..of of one key in a row (a shape without a winner is one row of rank 0).
+     * Keep complete blocks only, and of each key the last one. */
+    int out = 0;
+    for (int i = 0; i < count;) {
+        int len = rows[i].rank == 0 ? 1 : rows[i].of, ok = rows[i].rank <= 1 && len >= 1;
+        for (int j = 1; ok && j < len; j++)
+            ok = i + j < count && rows[i + j].rank == j + 1 &&
+                 ktune_space_key_compare(s, rows[i + j].key, rows[i].key) == 0;
+        if (!ok || i + len > count) {
+            i++;
+            continue;
+        }
+        int w = 0;
+        for (int k = 0; k < out; k++)
+            if (ktune_space_key_compare(s, rows[k].key, rows[i].key) != 0)
+                rows[w++] = rows[k];
+        out = w;
+        for (int j = 0; j < len; j++)
+            rows[out++] = rows[i + j];
+        i += len;
+    }
+    *rows_out = rows;
+    *count_out = out;
+    return 0;
+}
+
+static int write_meta(const ktune_sweep_opts *o, const ktune_worker_device *d, ktune_err *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/meta.yaml", o->run_dir);
+    ktune_run_info old;
+    ktune_err ignored;
+    if (access(path, F_OK) == 0) {
+        if (ktune_run_info_load(path, &old, &ignored) == 0 &&
+            (strcmp(old.device, d->name) != 0 || old.sms != d->sms))
+            return ktune_fail(err, "%s: the run was made on %s (%d SMs), this is %s (%d SMs)",
+                              o->run_dir, old.device, old.sms, d->name, d->sms);
+        return 0; /* resuming: keep the first metadata */
+    }
+    char driver[64] = "unknown";
+    FILE *v = fopen("/proc/driver/nvidia/version", "r");
+    if (v) {
+        char line[512];
+        if (fgets(line, sizeof line, v)) {
+            char *k = strstr(line, "Kernel Module");
+            if (k && sscanf(k + strlen("Kernel Module"), " %63s", driver) != 1)
+                snprintf(driver, sizeof driver, "unknown");
+        }
+        fclose(v);
+    }
+    time_t t = time(NULL);
+    char date[32];
+    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&t));
+    const char *base = strrchr(o->run_dir, '/');
+    base = base ? base + 1 : o->run_dir;
+    char flags[1024], command[2048];
+    snprintf(flags, sizeof flags, "%s", o->flags ? o->flags : "");
+    snprintf(command, sizeof command, "%s", o->command_line ? o->command_line : "");
+    for (char *p = flags; *p; p++)
+        if (*p == '"' || *p == '\\')
+            *p = '\'';
+    for (char *p = command; *p; p++)
+        if (*p == '"' || *p == '\\')
+            *p = '\'';
+    ktune_buf b = {0};
+    ktune_buf_printf(&b, "# Generated by ktune sweep. DO NOT EDIT.\n");
+    ktune_buf_printf(&b, "name: \"%s\"\nfamily: \"%s\"\ndevice: \"%s\"\nsms: %d\ncc: %d\n", base,
+                     o->space->family, d->name, d->sms, d->cc);
+    ktune_buf_printf(&b, "driver: \"%s\"\ncuda: \"%s\"\nsource: \"%s\"\ndate: \"%s\"\n", driver,
+                     d->runtime, o->source_rev ? o->source_rev : "unknown", date);
+    ktune_buf_printf(&b, "cuda_driver_api: \"%s\"\nl2_bytes: %lld\nsmem_per_block: %lld\n",
+                     d->driver_api, (long long)d->l2_bytes, (long long)d->smem_per_block);
+    ktune_buf_printf(&b, "flags: \"%s\"\ncommand: \"%s\"\n", flags, command);
+    ktune_buf_printf(&b, "samples: %d\nmin_sample_us: %g\nconfig_timeout_s: %g\n",
+                     o->worker.samples, o->worker.min_sample_us, o->config_timeout_s);
+    int rc = ktune_file_write_if_changed(path, b.data, b.len, err) < 0 ? -1 : 0;
+    ktune_buf_free(&b);
+    return rc;
+}
+
+static void key_numbers(const ktune_space *s, const int64_t *key, char *out, size_t size)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (int d = 0; d < s->nkey && n < size; d++)
+        n += (size_t)snprintf(out + n, size - n, " %lld", (long long)key[d]);
+}
+
+typedef struct {
+    int config;
+    double us, spread;
+    int is_default, is_committed;
+} final_pick;
+
+static int pick_cmp(const void *a, const void *b)
+{
+    const final_pick *x = a, *y = b;
+    if (x->us != y->us)
+        return x->us < y->us ? -1 : 1;
+    return x->config - y->config;
+}
+
+/* The end of a shape: the best few, the default and the committed config, interleaved. */
+static int final_round(const ktune_sweep_opts *o, ktune_worker *w, const int64_t *key,
+                       const trial *row, const int64_t *limits, FILE *final, int *interrupted,
+                       ktune_err *err)
+{
+    const ktune_space *s = o->space;
+    final_pick picks[64];
+    int n = 0;
+    /* the fastest `top` by screening time */
+    for (int k = 0; k < o->top && n < 60; k++) {
+        int best = -1;
+        for (int c = 0; c < s->nconfigs; c++) {
+            int taken = 0;
+            for (int i = 0; i < n; i++)
+                taken |= picks[i].config == c;
+            if (!taken && row[c].status == ST_OK && (best < 0 || row[c].us < row[best].us))
+                best = c;
+        }
+        if (best < 0)
+            break;
+        picks[n++] = (final_pick){best, row[best].us, row[best].spread, 0, 0};
+    }
+    int def = ktune_space_default_for(s, key, limits);
+    int committed = -1;
+    if (o->committed) {
+        int e = ktune_registry_find(o->committed, s, key);
+        if (e >= 0)
+            committed = ktune_space_find_config(s, o->committed->entries[e].config);
+    }
+    int extra[2] = {def, committed};
+    for (int x = 0; x < 2; x++) {
+        if (extra[x] < 0 || row[extra[x]].status != ST_OK)
+            continue;
+        int i = 0;
+        while (i < n && picks[i].config != extra[x])
+            i++;
+        if (i == n)
+            picks[n++] = (final_pick){extra[x], row[extra[x]].us, row[extra[x]].spread, 0, 0};
+        if (x == 0)
+            picks[i].is_default = 1;
+        else
+            picks[i].is_committed = 1;
+    }
+    char keytext[256], line[8192];
+    ktune_space_key_format(s, key, keytext, sizeof keytext);
+    if (n == 0) {
+        snprintf(line, sizeof line, "%s,-,0,0,0,0,0,0\n", keytext);
+        journal_write(final, line);
+        return 0;
+    }
+    if (n > 1) {
+        int len = snprintf(line, sizeof line, "M 0");
+        key_numbers(s, key, line + len, sizeof line - (size_t)len);
+        for (int i = 0; i < n; i++) {
+            len = (int)strlen(line);
+            snprintf(line + len, sizeof line - (size_t)len, " %s", s->configs[picks[i].config].name);
+        }
+        char reply[4096];
+        ktune_reply_kind kind;
+        if (ktune_worker_request(w, line, o->config_timeout_s * (n + 1), reply, sizeof reply,
+                                 &kind, err))
+            return -1;
+        if (kind == KTUNE_REPLY_INTERRUPTED) {
+            *interrupted = 1;
+            return 0;
+        }
+        /* on any failure the screening times stand */
+        char *save = NULL;
+        char *tok = strtok_r(reply, " ", &save);
+        tok = tok ? strtok_r(NULL, " ", &save) : NULL;
+        tok = tok ? strtok_r(NULL, " ", &save) : NULL;
+        if (kind == KTUNE_REPLY_OK && tok && strcmp(tok, "ok") == 0) {
+            for (int i = 0; i < n; i++) {
+                char *us = strtok_r(NULL, " ", &save), *sp = strtok_r(NULL, " \n", &save);
+                if (!us || !sp)
+                    break;
+                picks[i].us = atof(us);
+                picks[i].spread = atof(sp);
+            }
+        }
+    }
+    qsort(picks, (size_t)n, sizeof *picks, pick_cmp);
+    for (int i = 0; i < n; i++) {
+        snprintf(line, sizeof line, "%s,%s,%d,%d,%.4f,%.5f,%d,%d\n", keytext,
+                 s->configs[picks[i].config].name, i + 1, n, picks[i].us, picks[i].spread,
+                 picks[i].is_default, picks[i].is_committed);
+        journal_write(final, line);
+    }
+    return 0;
+}
+
+static void progress(const ktune_sweep_opts *o, int tty, int done, int total, const char *keytext,
+                     const char *best, double best_us, double eta)
+{
+    (void)o;
+    char eta_text[32] = "?";
+    if (eta >= 0)
+        snprintf(eta_text, sizeof eta_text, "%dm%02ds", (int)eta / 60, (int)eta % 60);
+    if (tty)
+        fprintf(stderr, "\r\033[K[%d/%d] %s  best %s %.2f us  ETA %s", done, total, keytext,
+                best, best_us, eta_text);
+    else
+        fprintf(stderr, "ktune: [%d/%d] %s: best %s %.2f us, ETA %s\n", done, total, keytext,
+                best, best_us, eta_text);
+}
+
+int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
+{
+    const ktune_space *s = o->space;
+    ktune_worker w;
+    int rc = -1, interrupted = 0;
+    FILE *journal = NULL, *final = NULL;
+    trial *trials = NULL;
+    ktune_final_row *done_rows = NULL;
+    int ndone_rows = 0;
+    double start = now_s();
+    char path[4096];
+    if (ktune_mkdirs(o->run_dir, err))
+        return -1;
+    ktune_worker_opts wopts = o->worker;
+    snprintf(path, sizeof path, "%s/worker.log", o->run_dir);
+    wopts.log_path = path;
+    if (ktune_worker_start(&w, &wopts, err))
+        return -1;
+    int64_t limits[KTUNE_NLIMITS];
+    ktune_limits_from(&w.device, limits);
+    if (write_meta(o, &w.device, err))
+        goto cleanup;
+
+    size_t ntrials = (size_t)s->nshapes * (size_t)s->nconfigs;
+    trials = calloc(ntrials ? ntrials : 1, sizeof *trials);
+    snprintf(path, sizeof path, "%s/trials.csv", o->run_dir);
+    int fresh = access(path, F_OK) != 0;
+    trim_partial_line(path);
+    journal_load(path, s, trials);
+    journal = fopen(path, "a");
+    snprintf(path, sizeof path, "%s/final.csv", o->run_dir);
+    int fresh_final = access(path, F_OK) != 0;
+    trim_partial_line(path);
+    if (!fresh_final && ktune_final_load(o->run_dir, s, &done_rows, &ndone_rows, err))
+        goto cleanup;
+    final = fopen(path, "a");
+    if (!journal || !final) {
+        ktune_fail(err, "%s: cannot write the journal", o->run_dir);
+        goto cleanup;
+    }
+    if (fresh)
+        journal_write(journal, "key,config,status,median_us,spread,samples,detail\n");
+    if (fresh_final)
+        journal_write(final, "key,config,rank,of,us,spread,is_default,is_committed\n");
+
+    int tty = isatty(2);
+    int counts[ST_COUNT] = {0};
+    int measured = 0, todo = 0;
+    for (size_t i = 0; i < ntrials; i++)
+        todo += trials[i].status == ST_NONE;
+    double measure_start = now_s();
+    for (int si = 0; si < s->nshapes && !interrupted; si++) {
+        const int64_t *key = s->shapes[si].key;
+        trial *row = &trials[(size_t)si * (size_t)s->nconfigs];
+        char keytext[256];
+        ktune_space_key_format(s, key, keytext, sizeof keytext);
+        int best = -1;
+        for (int ci = 0; ci < s->nconfigs && !interrupted; ci++) {
+            trial *t = &row[ci];
+            if (t->status == ST_NONE) {
+                char line[8192], reply[4096] = "", detail[2048] = "";
+                int samples = 0;
+                if (!ktune_space_valid(s, &s->configs[ci], key, limits)) {
+                    t->status = ST_INVALID;
+                    snprintf(detail, sizeof detail, "constraints of %s exclude this shape",
+                             s->variants[s->configs[ci].variant].name);
+                } else {
+                    int len = snprintf(line, sizeof line, "T 0 %s", s->configs[ci].name);
+                    key_numbers(s, key, line + len, sizeof line - (size_t)len);
+                    ktune_reply_kind kind;
+                    if (ktune_worker_request(&w, line, o->config_timeout_s, reply, sizeof reply,
+                                             &kind, err))
+                        goto cleanup;
+                    if (kind == KTUNE_REPLY_INTERRUPTED) {
+                        interrupted = 1;
+                        break;
+                    }
+                    if (kind == KTUNE_REPLY_TIMEOUT) {
+                        t->status = ST_TIMEOUT;
+                        snprintf(detail, sizeof detail, "%s", reply);
+                    } else if (kind == KTUNE_REPLY_CRASHED) {
+                        t->status = ST_FAILED;
+                        snprintf(detail, sizeof detail, "%s", reply);
+                    } else {
+                        char st[32] = "";
+                        float us = 0, sp = 0;
+                        int at = 0;
+                        if (sscanf(reply, "R %*d %31s %f %f %d %n", st, &us, &sp, &samples,
+                                   &at) < 4 ||
+                            status_parse(st) == ST_NONE) {
+                            t->status = ST_FAILED;
+                            snprintf(detail, sizeof detail, "unexpected answer: %s", reply);
+                        } else {
+                            t->status = status_parse(st);
+                            t->us = us;
+                            t->spread = sp;
+                            if (at > 0)
+                                snprintf(detail, sizeof detail, "%s", reply + at);
+                        }
+                    }
+                    measured++;
+                }
+                sanitize(detail);
+                snprintf(line, sizeof line, "%s,%s,%s,%.4f,%.5f,%d,%s\n", keytext,
+                         s->configs[ci].name, status_names[t->status],
+                         t->status == ST_OK ? t->us : INFINITY,
+                         t->status == ST_OK ? t->spread : 0.0f, samples, detail);
+                journal_write(journal, line);
+                if (o->verbose && t->status != ST_OK && t->status != ST_INVALID)
+                    fprintf(stderr, "%sktune: %s %s: %s: %s\n", tty ? "\r\033[K" : "", keytext,
+                            s->configs[ci].name, status_names[t->status], detail);
+            }
+            counts[t->status]++;
+            if (t->status == ST_OK && (best < 0 || t->us < row[best].us))
+                best = ci;
+        }
+        if (interrupted)
+            break;
+        int complete = 0;
+        for (int i = 0; i < ndone_rows && !complete; i++)
+            complete = ktune_space_key_compare(s, done_rows[i].key, key) == 0;
+        if (!complete && final_round(o, &w, key, row, limits, final, &interrupted, err))
+            goto cleanup;
+        double elapsed = now_s() - measure_start;
+        double eta = measured > 0 ? elapsed / measured * (todo - measured) : -1;
+        progress(o, tty, si + 1, s->nshapes, keytext, best >= 0 ? s->configs[best].name : "-",
+                 best >= 0 ? row[best].us : 0, eta);
+    }
+    if (tty)
+        fprintf(stderr, "\n");
+
+    /* summary */
+    free(done_rows);
+    done_rows = NULL;
+    fflush(final);
+    if (ktune_final_load(o->run_dir, s, &done_rows, &ndone_rows, err))
+        goto cleanup;
+    int tuned = 0;
+    double log_gain = 0;
+    for (int i = 0; i < ndone_rows; i++) {
+        if (done_rows[i].rank != 1)
+            continue;
+        tuned++;
+        for (int j = 0; j < ndone_rows; j++)
+            if (done_rows[j].is_default &&
+                ktune_space_key_compare(s, done_rows[j].key, done_rows[i].key) == 0)
+                log_gain += log(done_rows[j].us / done_rows[i].us);
+    }
+    fprintf(stderr,
+            "ktune: %s: %d of %d shapes tuned%s; trials: %d ok, %d invalid, %d wrong, %d failed, "
+            "%d timeout; worker restarts %d; %.1f s; gain over the default %.3fx (geomean)\n",
+            o->run_dir, tuned, s->nshapes, interrupted ? " (interrupted: re-run to resume)" : "",
+            counts[ST_OK], counts[ST_INVALID], counts[ST_WRONG], counts[ST_FAILED],
+            counts[ST_TIMEOUT], w.restarts, now_s() - start, tuned ? exp(log_gain / tuned) : 1.0);
+    rc = interrupted ? 1 : 0;
+cleanup:
+    ktune_worker_stop(&w);
+    if (journal)
+        fclose(journal);
+    if (final)
+        fclose(final);
+    free(trials);
+    free(done_rows);
+    return rc;
+}

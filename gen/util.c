@@ -1,0 +1,206 @@
+#define _POSIX_C_SOURCE 200809L
+#include "util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void ktune_buf_printf(ktune_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        va_end(ap2);
+        return;
+    }
+    if (b->len + (size_t)n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + (size_t)n + 1)
+            cap *= 2;
+        char *data = realloc(b->data, cap);
+        if (!data) {
+            fprintf(stderr, "ktune: out of memory\n");
+            abort();
+        }
+        b->data = data;
+        b->cap = cap;
+    }
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    b->len += (size_t)n;
+}
+
+void ktune_buf_free(ktune_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+int ktune_fail(ktune_err *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int ktune_fail_at(ktune_err *err, const char *file, int line, int col, const char *fmt, ...)
+{
+    int n = snprintf(err->msg, sizeof err->msg, "%s:%d:%d: ", file, line, col);
+    if (n < 0 || (size_t)n >= sizeof err->msg)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg + n, sizeof err->msg - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+char *ktune_file_read(const char *path, size_t *len, ktune_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    char *data = NULL;
+    if (!f) {
+        ktune_fail(err, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    ktune_buf b = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        ktune_buf_printf(&b, "%.*s", (int)n, chunk);
+    if (ferror(f)) {
+        ktune_fail(err, "%s: read error", path);
+        ktune_buf_free(&b);
+        goto done;
+    }
+    if (!b.data)
+        ktune_buf_printf(&b, "%s", "");
+    data = b.data;
+    if (len)
+        *len = b.len;
+done:
+    fclose(f);
+    return data;
+}
+
+int ktune_mkdirs(const char *path, ktune_err *err)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
+        return ktune_fail(err, "%s: path too long", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
+            return ktune_fail(err, "%s: %s", tmp, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
+        return ktune_fail(err, "%s: %s", tmp, strerror(errno));
+    return 0;
+}
+
+int ktune_file_write_if_changed(const char *path, const char *data, size_t len, ktune_err *err)
+{
+    ktune_err ignored;
+    size_t oldlen;
+    char *old = ktune_file_read(path, &oldlen, &ignored);
+    int same = old && oldlen == len && memcmp(old, data, len) == 0;
+    free(old);
+    if (same)
+        return 0;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return ktune_fail(err, "%s: %s", tmp, strerror(errno));
+    int ok = fwrite(data, 1, len, f) == len;
+    ok = (fflush(f) == 0) && ok;
+    ok = (fsync(fileno(f)) == 0) && ok;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return ktune_fail(err, "%s: %s", path, strerror(e));
+    }
+    return 1;
+}
+
+int ktune_is_identifier(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > max)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        int alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+        if (!alpha && !(i > 0 && c >= '0' && c <= '9'))
+            return 0;
+    }
+    return 1;
+}
+
+int ktune_is_safe_text(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n > max)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c > 0x7e || c == '\\' || c == '"' || c == '[' || c == ']' || c == '`' ||
+            c == '\'' || c == '$' || c == '#' || c == ',' || c == '(' || c == ')')
+            return 0;
+    }
+    return 1;
+}
+
+int ktune_is_safe_path(const char *s)
+{
+    if (!*s || strlen(s) > 1024)
+        return 0;
+    for (; *s; s++) {
+        char c = *s;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '/' || c == '-' || c == '+'))
+            return 0;
+    }
+    return 1;
+}
+
+int ktune_parse_int(const char *s, int64_t *out)
+{
+    if (!*s)
+        return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || end == s)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+int ktune_parse_double(const char *s, double *out)
+{
+    if (!*s)
+        return 0;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || end == s)
+        return 0;
+    *out = v;
+    return 1;
+}

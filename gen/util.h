@@ -1,0 +1,42 @@
+/* Small helpers of the host tools: a growable text buffer, files, errors, validation. */
+#ifndef KTUNE_GEN_UTIL_H
+#define KTUNE_GEN_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} ktune_buf;
+
+void ktune_buf_printf(ktune_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ktune_buf_free(ktune_buf *b);
+
+/* An error message, "file:line:col: message" or "argument: message". */
+typedef struct {
+    char msg[1024];
+} ktune_err;
+
+int ktune_fail(ktune_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int ktune_fail_at(ktune_err *err, const char *file, int line, int col, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Reads a whole file; NULL (with err set) when it cannot. */
+char *ktune_file_read(const char *path, size_t *len, ktune_err *err);
+/* Writes data unless the file already holds exactly it: 1 written, 0 unchanged, -1 error. The
+ * write goes to a temporary file renamed over the target, so a failure never leaves half a file. */
+int ktune_file_write_if_changed(const char *path, const char *data, size_t len, ktune_err *err);
+int ktune_mkdirs(const char *path, ktune_err *err);
+
+/* [A-Za-z_][A-Za-z0-9_]*, at most max characters. */
+int ktune_is_identifier(const char *s, size_t max);
+/* Text safe inside a C string literal and an m4 argument: printable ASCII without \ " [ ]. */
+int ktune_is_safe_text(const char *s, size_t max);
+/* A relative or absolute path of [A-Za-z0-9_./+-]. */
+int ktune_is_safe_path(const char *s);
+/* Strict decimal int64 (optional sign), no trailing characters. */
+int ktune_parse_int(const char *s, int64_t *out);
+int ktune_parse_double(const char *s, double *out);
+
+#endif

@@ -1,0 +1,32 @@
+/* The measuring side of a sweep: a worker process owns the GPU, runs the configurations the
+ * parent asks for and answers one line each. A family supplies the hooks below; the protocol,
+ * timing and error handling are worker_main.cu's. */
+#pragma once
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "ktune_table.h"
+
+struct ktune_worker_family {
+    const char *name;
+    int nkey;
+    const ktune_instance *instances;
+    int ninstances;
+    /* Allocates and fills the inputs of key (several sets when that keeps the working set beyond
+     * l2_bytes) and computes the reference. Returns the number of sets, or a negative number with
+     * *error set. */
+    int (*prepare)(const int64_t *key, int64_t l2_bytes, cudaError_t *error);
+    /* Runs instance on input set `set`. */
+    cudaError_t (*launch)(int instance, int set, cudaStream_t stream);
+    /* Poisons the output, runs instance on set 0, compares with the reference: *ok, and a detail
+     * line when not ok. */
+    cudaError_t (*check)(int instance, cudaStream_t stream, int *ok, char *detail, size_t size);
+    /* The anchor: a device-to-device copy of the bytes one launch reads, on set `set`. */
+    cudaError_t (*copy)(int set, cudaStream_t stream);
+    /* Bytes one launch must move (read + written) for key. */
+    double (*bytes)(const int64_t *key);
+    void (*release)(void);
+};
+
+extern const ktune_worker_family ktune_worker_family_def;

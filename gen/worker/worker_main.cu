@@ -1,0 +1,403 @@
+/* A sweep worker: reads requests on stdin, measures on the GPU, answers on stdout.
+ *
+ *   T <id> <config> <key...>            verify, then time one configuration
+ *   M <id> <key...> <config>...         time several configurations interleaved (A B C A B C ...)
+ *   B <id> <key...> <tuned> <default>   bench: tuned, default, a copy of the same bytes, the copy
+ *                                       ceiling (GB/s) and the bytes one launch moves
+ *   Q                                   quit
+ *
+ * Answers: "H <sms> <cc> <max_threads> <smem_per_block> <l2_bytes> <driver> <runtime> <name>"
+ * first, then "R <id> <status> <numbers...> [detail]" a request, status ok / wrong / failed /
+ * invalid. "E <message>" and exit code 2 when no device is usable. After an error that leaves the
+ * CUDA context unusable the worker answers, then exits with code 3; the parent starts another. */
+#include <algorithm>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "worker.h"
+
+namespace {
+
+struct settings {
+    int samples = 7;
+    double min_sample_us = 200;
+    double warmup_us = 200;
+    int device = 0;
+} opt;
+
+struct measurement {
+    double median_us = 0, spread = 0;
+    int samples = 0;
+};
+
+const ktune_worker_family &fam = ktune_worker_family_def;
+cudaStream_t stream;
+void *flush_buffer;
+size_t flush_bytes;
+int64_t l2_bytes;
+int64_t current_key[KTUNE_MAX_KEY];
+int have_key, nsets;
+double ceiling_gbps;
+
+void reply(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void reply(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+/* Errors after which the context can still be used. */
+bool recoverable(cudaError_t e)
+{
+    return e == cudaErrorInvalidConfiguration || e == cudaErrorLaunchOutOfResources ||
+           e == cudaErrorMemoryAllocation || e == cudaErrorInvalidValue ||
+           e == cudaErrorNotSupported || e == cudaErrorInvalidDeviceFunction ||
+           e == cudaErrorInvalidClusterSize;
+}
+
+/* Reports a failed request; exits when the context is lost. */
+void fail(long id, const char *what, cudaError_t e)
+{
+    cudaGetLastError();
+    cudaError_t sync = cudaStreamSynchronize(stream);
+    bool lost = !recoverable(e) || sync != cudaSuccess;
+    reply("R %ld failed 0 0 0 %s: %s%s\n", id, what, cudaGetErrorString(e),
+          lost ? " (context lost)" : "");
+    if (lost)
+        exit(3);
+}
+
+template <typename Run> cudaError_t time_batch(Run run, int count, int first, double *us)
+{
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    cudaError_t e = cudaEventRecord(a, stream);
+    for (int i = 0; i < count && e == cudaSuccess; i++)
+        e = run((first + i) % nsets);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(b, stream);
+    if (e == cudaSuccess)
+        e = cudaEventSynchronize(b);
+    float ms = 0;
+    if (e == cudaSuccess)
+        e = cudaEventElapsedTime(&ms, a, b);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    *us = ms * 1000.0;
+    return e;
+}
+
+/* Launches a sample must hold to last min_sample_us, found from a warm-up. */
+template <typename Run> cudaError_t calibrate(Run run, int *per_sample)
+{
+    double total = 0, us = 0;
+    int count = 0;
+    for (int batch = 1; total < opt.warmup_us || count < 2; batch *= 2) {
+        cudaError_t e = time_batch(run, batch, count, &us);
+        if (e != cudaSuccess)
+            return e;
+        total += us;
+        count += batch;
+        if (batch >= 4096)
+            break;
+    }
+    double each = std::max(total / count, 0.01);
+    *per_sample = (int)std::min(100000.0, std::max(1.0, ceil(opt.min_sample_us / each)));
+    return cudaSuccess;
+}
+
+cudaError_t flush_l2(int round)
+{
+    return cudaMemsetAsync(flush_buffer, round & 0xff, flush_bytes, stream);
+}
+
+measurement summarize(std::vector<double> &t)
+{
+    measurement m;
+    std::sort(t.begin(), t.end());
+    size_t n = t.size();
+    m.samples = (int)n;
+    m.median_us = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+    std::vector<double> dev(n);
+    for (size_t i = 0; i < n; i++)
+        dev[i] = fabs(t[i] - m.median_us);
+    std::sort(dev.begin(), dev.end());
+    double mad = n % 2 ? dev[n / 2] : (dev[n / 2 - 1] + dev[n / 2]) / 2;
+    m.spread = m.median_us > 0 ? mad / m.median_us : 0;
+    return m;
+}
+
+/* Interleaved measurement of several runs: each round flushes L2 before every sample. */
+template <typename Run>
+cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out)
+{
+    std::vector<int> per(runs.size());
+    for (size_t r = 0; r < runs.size(); r++) {
+        cudaError_t e = calibrate(runs[r], &per[r]);
+        if (e != cudaSuccess)
+            return e;
+    }
+    std::vector<std::vector<double>> t(runs.size());
+    for (int s = 0; s < opt.samples; s++)
+        for (size_t r = 0; r < runs.size(); r++) {
+            double us;
+            cudaError_t e = flush_l2(s);
+            if (e == cudaSuccess)
+                e = time_batch(runs[r], per[r], s * per[r], &us);
+            if (e != cudaSuccess)
+                return e;
+            t[r].push_back(us / per[r]);
+        }
+    out.clear();
+    for (auto &v : t)
+        out.push_back(summarize(v));
+    return cudaSuccess;
+}
+
+struct launch_run {
+    int instance;
+    cudaError_t operator()(int set) const { return fam.launch(instance, set, stream); }
+};
+
+struct copy_run {
+    cudaError_t operator()(int set) const { return fam.copy(set, stream); }
+};
+
+int find_instance(const char *name)
+{
+    for (int i = 0; i < fam.ninstances; i++)
+        if (strcmp(fam.instances[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* Parses nkey integers; prepares the inputs when the key changed. */
+bool take_key(long id, char **save)
+{
+    int64_t key[KTUNE_MAX_KEY] = {0};
+    for (int d = 0; d < fam.nkey; d++) {
+        char *tok = strtok_r(NULL, " \n", save);
+        if (!tok) {
+            reply("R %ld failed 0 0 0 malformed request\n", id);
+            return false;
+        }
+        key[d] = strtoll(tok, NULL, 10);
+    }
+    if (have_key && memcmp(key, current_key, sizeof key) == 0)
+        return true;
+    if (have_key)
+        fam.release();
+    have_key = 0;
+    cudaError_t e = cudaSuccess;
+    nsets = fam.prepare(key, l2_bytes, &e);
+    if (nsets < 1) {
+        fail(id, "preparing the inputs", e);
+        return false;
+    }
+    memcpy(current_key, key, sizeof key);
+    have_key = 1;
+    return true;
+}
+
+void do_trial(long id, char **save)
+{
+    const char *config = strtok_r(NULL, " \n", save);
+    int instance = config ? find_instance(config) : -1;
+    if (instance < 0) {
+        reply("R %ld invalid 0 0 0 %s is not compiled into this worker\n", id,
+              config ? config : "(none)");
+        return;
+    }
+    if (!take_key(id, save))
+        return;
+    int ok = 0;
+    char detail[512] = "";
+    cudaError_t e = fam.check(instance, stream, &ok, detail, sizeof detail);
+    if (e != cudaSuccess)
+        return fail(id, "check", e);
+    if (!ok) {
+        reply("R %ld wrong 0 0 0 %s\n", id, detail);
+        return;
+    }
+    std::vector<launch_run> runs{{instance}};
+    std::vector<measurement> m;
+    e = measure(runs, m);
+    if (e != cudaSuccess)
+        return fail(id, "timing", e);
+    reply("R %ld ok %.4f %.5f %d\n", id, m[0].median_us, m[0].spread, m[0].samples);
+}
+
+void do_interleaved(long id, char **save)
+{
+    if (!take_key(id, save))
+        return;
+    std::vector<launch_run> runs;
+    for (char *tok; (tok = strtok_r(NULL, " \n", save));) {
+        int instance = find_instance(tok);
+        if (instance < 0) {
+            reply("R %ld invalid 0 0 0 %s is not compiled into this worker\n", id, tok);
+            return;
+        }
+        runs.push_back({instance});
+    }
+    std::vector<measurement> m;
+    cudaError_t e = measure(runs, m);
+    if (e != cudaSuccess)
+        return fail(id, "timing", e);
+    printf("R %ld ok", id);
+    for (auto &x : m)
+        printf(" %.4f %.5f", x.median_us, x.spread);
+    reply("\n");
+}
+
+cudaError_t measure_ceiling()
+{
+    if (ceiling_gbps > 0)
+        return cudaSuccess;
+    const size_t bytes = (size_t)1 << 30;
+    void *a, *b;
+    cudaError_t e = cudaMalloc(&a, bytes);
+    if (e != cudaSuccess)
+        return e;
+    e = cudaMalloc(&b, bytes);
+    if (e != cudaSuccess) {
+        cudaFree(a);
+        return e;
+    }
+    cudaMemsetAsync(a, 1, bytes, stream);
+    auto run = [&](int) { return cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream); };
+    std::vector<decltype(run)> runs{run};
+    std::vector<measurement> m;
+    int saved = nsets;
+    nsets = 1;
+    e = measure(runs, m);
+    nsets = saved;
+    cudaFree(a);
+    cudaFree(b);
+    if (e == cudaSuccess)
+        ceiling_gbps = 2.0 * (double)bytes / (m[0].median_us * 1e3);
+    return e;
+}
+
+void do_bench(long id, char **save)
+{
+    cudaError_t e = measure_ceiling();
+    if (e != cudaSuccess)
+        return fail(id, "measuring the copy ceiling", e);
+    if (!take_key(id, save))
+        return;
+    int inst[2];
+    for (int i = 0; i < 2; i++) {
+        const char *tok = strtok_r(NULL, " \n", save);
+        inst[i] = tok ? find_instance(tok) : -1;
+        if (inst[i] < 0) {
+            reply("R %ld invalid 0 0 0 %s is not compiled into this worker\n", id,
+                  tok ? tok : "(none)");
+            return;
+        }
+        int ok = 0;
+        char detail[512] = "";
+        e = fam.check(inst[i], stream, &ok, detail, sizeof detail);
+        if (e != cudaSuccess)
+            return fail(id, "check", e);
+        if (!ok) {
+            reply("R %ld wrong 0 0 0 %s: %s\n", id, tok, detail);
+            return;
+        }
+    }
+    std::vector<launch_run> runs{{inst[0]}, {inst[1]}};
+    std::vector<measurement> m;
+    e = measure(runs, m);
+    if (e != cudaSuccess)
+        return fail(id, "timing", e);
+    std::vector<copy_run> copies{{}};
+    std::vector<measurement> c;
+    e = measure(copies, c);
+    if (e != cudaSuccess)
+        return fail(id, "timing the copy", e);
+    reply("R %ld ok %.4f %.5f %.4f %.5f %.4f %.5f %.2f %.0f\n", id, m[0].median_us, m[0].spread,
+          m[1].median_us, m[1].spread, c[0].median_us, c[0].spread, ceiling_gbps,
+          fam.bytes(current_key));
+}
+
+int usage(const char *argv0)
+{
+    fprintf(stderr,
+            "usage: %s [--samples N] [--min-sample-us U] [--warmup-us U] [--device D]\n"
+            "Started by ktune sweep, bench and verify; requests on stdin, answers on stdout.\n",
+            argv0);
+    return 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 >= argc)
+            return usage(argv[0]);
+        if (strcmp(argv[i], "--samples") == 0)
+            opt.samples = std::max(1, atoi(argv[++i]));
+        else if (strcmp(argv[i], "--min-sample-us") == 0)
+            opt.min_sample_us = atof(argv[++i]);
+        else if (strcmp(argv[i], "--warmup-us") == 0)
+            opt.warmup_us = atof(argv[++i]);
+        else if (strcmp(argv[i], "--device") == 0)
+            opt.device = atoi(argv[++i]);
+        else
+            return usage(argv[0]);
+    }
+    cudaDeviceProp p;
+    int driver = 0, runtime = 0;
+    cudaError_t e = cudaSetDevice(opt.device);
+    if (e == cudaSuccess)
+        e = cudaGetDeviceProperties(&p, opt.device);
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        reply("E no usable CUDA device %d: %s\n", opt.device, cudaGetErrorString(e));
+        return 2;
+    }
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    l2_bytes = p.l2CacheSize;
+    flush_bytes = (size_t)std::max<int64_t>(2 * l2_bytes, 1 << 20);
+    e = cudaMalloc(&flush_buffer, flush_bytes);
+    if (e != cudaSuccess) {
+        reply("E cannot allocate the L2 flush buffer: %s\n", cudaGetErrorString(e));
+        return 2;
+    }
+    reply("H %d %d %d %zu %d %d.%d %d.%d %s\n", p.multiProcessorCount, p.major * 10 + p.minor,
+          p.maxThreadsPerBlock, p.sharedMemPerBlockOptin, p.l2CacheSize, driver / 1000,
+          (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10, p.name);
+    char line[8192];
+    while (fgets(line, sizeof line, stdin)) {
+        char *save = NULL;
+        char *cmd = strtok_r(line, " \n", &save);
+        if (!cmd)
+            continue;
+        if (strcmp(cmd, "Q") == 0)
+            break;
+        char *idtok = strtok_r(NULL, " \n", &save);
+        long id = idtok ? strtol(idtok, NULL, 10) : -1;
+        if (strcmp(cmd, "T") == 0)
+            do_trial(id, &save);
+        else if (strcmp(cmd, "M") == 0)
+            do_interleaved(id, &save);
+        else if (strcmp(cmd, "B") == 0)
+            do_bench(id, &save);
+        else
+            reply("R %ld failed 0 0 0 unknown request '%s'\n", id, cmd);
+    }
+    if (have_key)
+        fam.release();
+    return 0;
+}

@@ -1,0 +1,55 @@
+/* The parent's side of a worker process: start it, send a request, wait for the answer with a
+ * timeout, and tell a crash or a hang from an answer. */
+#ifndef KTUNE_GEN_WORKER_CLIENT_H
+#define KTUNE_GEN_WORKER_CLIENT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "util.h"
+
+typedef struct {
+    const char *program;
+    int samples;
+    double min_sample_us;
+    double warmup_us;
+    int device;
+    const char *log_path; /* the worker's stderr is appended here; NULL: inherit */
+} ktune_worker_opts;
+
+/* What the worker said of its device in its first line. */
+typedef struct {
+    char name[256];
+    int sms, cc, max_threads;
+    int64_t smem_per_block, l2_bytes;
+    char driver_api[32], runtime[32];
+} ktune_worker_device;
+
+typedef struct {
+    ktune_worker_opts opts;
+    pid_t pid;
+    int to_fd, from_fd;
+    char buf[16384];
+    size_t len;
+    ktune_worker_device device;
+    int restarts;
+} ktune_worker;
+
+typedef enum {
+    KTUNE_REPLY_OK,      /* reply holds the worker's line */
+    KTUNE_REPLY_CRASHED, /* the worker died; reply says how */
+    KTUNE_REPLY_TIMEOUT, /* no answer in time; the worker was killed */
+    KTUNE_REPLY_INTERRUPTED /* SIGINT or SIGTERM arrived; the worker was stopped */
+} ktune_reply_kind;
+
+#include <signal.h>
+/* Set by the tool's SIGINT/SIGTERM handler; a wait for an answer gives up when it is set. */
+extern volatile sig_atomic_t ktune_interrupted;
+
+int ktune_worker_start(ktune_worker *w, const ktune_worker_opts *opts, ktune_err *err);
+/* Sends line (without newline); restarts the worker first if it is gone. */
+int ktune_worker_request(ktune_worker *w, const char *line, double timeout_s, char *reply,
+                         size_t size, ktune_reply_kind *kind, ktune_err *err);
+void ktune_worker_stop(ktune_worker *w);
+
+#endif

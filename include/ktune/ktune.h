@@ -1,0 +1,90 @@
+/* ktune: CUDA kernels whose launch configurations were tuned at build time.
+ *
+ * Every entry point takes device pointers, the problem shape and a stream, and returns a
+ * ktune_status. The configuration it launches comes from a static table compiled into the
+ * library (generated/<device>/<family>.h), chosen as follows:
+ *
+ *   1. Table: the table whose device name and SM count match the current device; else the first
+ *      table of the same compute capability; else no table.
+ *   2. Exact key: binary search for the key (for softmax: dtype, rows, cols).
+ *   3. Nearest key: among the table's rows with the same dtype whose configuration is valid for
+ *      the requested key (its variant's constraints hold: a configuration never crosses its
+ *      variant's limits), the one with the smallest sum over integer dimensions of
+ *      |log2(requested) - log2(tuned)|; ties go to the first row in key order.
+ *   4. Default: the first configuration of the family's default list that is valid for the key.
+ *
+ * A key answered by step 3 or 4 prints a one-time warning on stderr naming it (set KTUNE_LOG=quiet
+ * to silence). Environment:
+ *   KTUNE_LOG=debug                  print every selection and why
+ *   KTUNE_FORCE=<family>=<config>    pin a configuration (comma-separate several families);
+ *                                    a pinned configuration invalid for a key is an error
+ *   KTUNE_UNTUNED_FILE=<path>        append each untuned key to <path>, for the next sweep
+ */
+#ifndef KTUNE_KTUNE_H
+#define KTUNE_KTUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes and their strings, in one place. */
+#define KTUNE_STATUS_MAP(X)                                                      \
+    X(KTUNE_OK, "ok")                                                            \
+    X(KTUNE_ERROR_INVALID_ARGUMENT, "invalid argument")                          \
+    X(KTUNE_ERROR_NO_CONFIG, "no configuration is valid for this shape")        \
+    X(KTUNE_ERROR_FORCED_CONFIG, "the configuration KTUNE_FORCE names is unknown or invalid here") \
+    X(KTUNE_ERROR_CUDA, "CUDA error")
+
+typedef enum {
+#define KTUNE_STATUS_ENUM(name, text) name,
+    KTUNE_STATUS_MAP(KTUNE_STATUS_ENUM)
+#undef KTUNE_STATUS_ENUM
+        KTUNE_STATUS_COUNT
+} ktune_status;
+
+const char *ktune_status_string(ktune_status status);
+
+typedef enum { KTUNE_F32 = 0, KTUNE_F16 = 1, KTUNE_BF16 = 2 } ktune_dtype;
+
+/* Why a configuration was chosen. */
+#define KTUNE_REASON_MAP(X)                                                     \
+    X(KTUNE_REASON_EXACT, "exact")                                              \
+    X(KTUNE_REASON_NEAREST, "nearest")                                          \
+    X(KTUNE_REASON_DEFAULT, "default")                                          \
+    X(KTUNE_REASON_FORCED, "forced")
+
+typedef enum {
+#define KTUNE_REASON_ENUM(name, text) name,
+    KTUNE_REASON_MAP(KTUNE_REASON_ENUM)
+#undef KTUNE_REASON_ENUM
+} ktune_reason;
+
+const char *ktune_reason_string(ktune_reason reason);
+
+typedef struct {
+    const char *config;   /* configuration name, e.g. "vec_vec4_iters2_warps4" */
+    const char *table;    /* device of the table used, or "" when none */
+    ktune_reason reason;
+    double tuned_us;      /* the table's time for the row used, 0 when none */
+    char why[512];        /* one line: what was looked up and why this answer */
+} ktune_choice;
+
+/* Row softmax: y[r, c] = exp(x[r, c] - max_c x[r, :]) / sum_c exp(...), fp32 arithmetic.
+ * x and y are rows x cols, row-major, contiguous, of the same dtype; x == y is allowed. */
+ktune_status ktune_softmax(const void *x, void *y, int64_t rows, int64_t cols, ktune_dtype dtype,
+                           cudaStream_t stream);
+
+/* The configuration ktune_softmax would launch for this shape on the current device. */
+ktune_status ktune_softmax_explain(int64_t rows, int64_t cols, ktune_dtype dtype,
+                                   ktune_choice *choice);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KTUNE_KTUNE_H */

@@ -1,0 +1,17 @@
+/* The current CUDA device's properties, read once a device. */
+#ifndef KTUNE_DEVICE_H
+#define KTUNE_DEVICE_H
+
+#include "ktune_table.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+ktune_status ktune_device_current(const ktune_device **device);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,86 @@
+/* Types shared by the generated tables, the kernel families and the selection code.
+ * Plain C; the generated headers that use it compile as C and as C++. */
+#ifndef KTUNE_TABLE_H
+#define KTUNE_TABLE_H
+
+#include <stdint.h>
+
+#include "ktune/ktune.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KTUNE_MAX_KEY 6
+#define KTUNE_MAX_PARAMS 6
+#define KTUNE_MAX_TABLES 16
+
+/* One tuned shape: its key, the winning configuration, its time and the default's time. */
+typedef struct {
+    int64_t key[KTUNE_MAX_KEY];
+    const char *config;
+    float us;
+    float default_us;
+} ktune_row;
+
+/* One device's table for one family; rows sorted by key. */
+typedef struct {
+    const char *device;
+    int sms;
+    int cc; /* compute capability, major * 10 + minor */
+    const ktune_row *rows;
+    int nrows;
+} ktune_table;
+
+/* What the selection needs to know about a device. */
+typedef struct {
+    char name[256];
+    int sms;
+    int cc;
+    int max_threads;
+    int64_t smem_per_block; /* opt-in maximum dynamic shared memory a block */
+    int64_t l2_bytes;
+} ktune_device;
+
+typedef void (*ktune_launch_fn)(void);
+
+/* One compiled configuration. */
+typedef struct {
+    const char *name;
+    int variant;
+    int64_t params[KTUNE_MAX_PARAMS];
+    ktune_launch_fn launch; /* family-specific signature */
+} ktune_instance;
+
+typedef enum { KTUNE_DIM_INT = 0, KTUNE_DIM_DTYPE = 1 } ktune_dim_kind;
+
+/* Validity of a configuration for a key on a device: its variant's constraints. */
+typedef int (*ktune_valid_fn)(int variant, const int64_t *params, const int64_t *key,
+                              const ktune_device *device);
+
+typedef struct {
+    const char *name;
+    int nkey;
+    const char *const *key_names;
+    const ktune_dim_kind *key_kinds;
+    const ktune_table *const *tables;
+    int ntables;
+    const ktune_instance *instances;
+    int ninstances;
+    const char *const *defaults; /* first valid one wins */
+    int ndefaults;
+    ktune_valid_fn valid;
+} ktune_family;
+
+/* "f32", "f16", "bf16"; "?" for anything else. */
+const char *ktune_dtype_name(int64_t dtype);
+/* Sets *dtype and returns 1 when name is a dtype's name. */
+int ktune_dtype_parse(const char *name, int64_t *dtype);
+
+static inline int64_t ktune_dtype_bytes(int64_t dtype) { return dtype == KTUNE_F32 ? 4 : 2; }
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,291 @@
+/* The selection policy of ktune/ktune.h: table, exact key, nearest valid key, default. */
+#define _POSIX_C_SOURCE 200809L
+#include "select.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KTUNE_MAX_WARNED 4096
+#define KTUNE_MAX_RESOLVED 64
+
+typedef struct {
+    const ktune_family *family;
+    int64_t key[KTUNE_MAX_KEY];
+} warned_key;
+
+typedef struct {
+    const ktune_row *rows;
+    int *instance; /* rows[i].config resolved to an instance index, -1 when not compiled in */
+} resolved_table;
+
+static pthread_mutex_t select_lock = PTHREAD_MUTEX_INITIALIZER;
+static int env_loaded;
+static int log_debug, log_quiet;
+static char force_spec[1024];
+static char untuned_path[1024];
+static warned_key warned[KTUNE_MAX_WARNED];
+static int nwarned;
+static resolved_table resolved[KTUNE_MAX_RESOLVED];
+static int nresolved;
+
+static void env_load(void)
+{
+    if (env_loaded)
+        return;
+    const char *log = getenv("KTUNE_LOG");
+    log_debug = log && strcmp(log, "debug") == 0;
+    log_quiet = log && strcmp(log, "quiet") == 0;
+    const char *force = getenv("KTUNE_FORCE");
+    snprintf(force_spec, sizeof force_spec, "%s", force ? force : "");
+    const char *untuned = getenv("KTUNE_UNTUNED_FILE");
+    snprintf(untuned_path, sizeof untuned_path, "%s", untuned ? untuned : "");
+    env_loaded = 1;
+}
+
+void ktune_select_reset(void)
+{
+    pthread_mutex_lock(&select_lock);
+    env_loaded = 0;
+    nwarned = 0;
+    for (int i = 0; i < nresolved; i++)
+        free(resolved[i].instance);
+    nresolved = 0;
+    pthread_mutex_unlock(&select_lock);
+}
+
+void ktune_key_format(const ktune_family *f, const int64_t *key, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < f->nkey && used < size; d++) {
+        int n = f->key_kinds[d] == KTUNE_DIM_DTYPE
+                    ? snprintf(buf + used, size - used, "%s%s=%s", d ? " " : "", f->key_names[d],
+                               ktune_dtype_name(key[d]))
+                    : snprintf(buf + used, size - used, "%s%s=%lld", d ? " " : "", f->key_names[d],
+                               (long long)key[d]);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
+int ktune_instance_find(const ktune_family *f, const char *name)
+{
+    for (int i = 0; i < f->ninstances; i++)
+        if (strcmp(f->instances[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static int instance_valid(const ktune_family *f, int i, const int64_t *key, const ktune_device *dev)
+{
+    const ktune_instance *in = &f->instances[i];
+    return f->valid(in->variant, in->params, key, dev);
+}
+
+/* The instance index of each row of table, resolved once. Called with the lock held. */
+static const int *table_resolve(const ktune_family *f, const ktune_table *t)
+{
+    for (int i = 0; i < nresolved; i++)
+        if (resolved[i].rows == t->rows)
+            return resolved[i].instance;
+    int *idx = malloc(sizeof *idx * (size_t)(t->nrows ? t->nrows : 1));
+    if (!idx)
+        return NULL;
+    for (int r = 0; r < t->nrows; r++)
+        idx[r] = ktune_instance_find(f, t->rows[r].config);
+    if (nresolved < KTUNE_MAX_RESOLVED)
+        resolved[nresolved++] = (resolved_table){t->rows, idx};
+    return idx; /* beyond the cache's size it leaks one array a call; 64 tables is far beyond use */
+}
+
+static const ktune_table *table_for(const ktune_family *f, const ktune_device *dev)
+{
+    for (int i = 0; i < f->ntables; i++)
+        if (strcmp(f->tables[i]->device, dev->name) == 0 && f->tables[i]->sms == dev->sms)
+            return f->tables[i];
+    for (int i = 0; i < f->ntables; i++)
+        if (f->tables[i]->cc == dev->cc)
+            return f->tables[i];
+    return NULL;
+}
+
+static int key_compare(int nkey, const int64_t *a, const int64_t *b)
+{
+    for (int d = 0; d < nkey; d++)
+        if (a[d] != b[d])
+            return a[d] < b[d] ? -1 : 1;
+    return 0;
+}
+
+static int row_find(const ktune_family *f, const ktune_table *t, const int64_t *key)
+{
+    int lo = 0, hi = t->nrows - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        int c = key_compare(f->nkey, t->rows[mid].key, key);
+        if (c == 0)
+            return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+static double key_distance(const ktune_family *f, const int64_t *a, const int64_t *b)
+{
+    double dist = 0;
+    for (int d = 0; d < f->nkey; d++) {
+        if (f->key_kinds[d] != KTUNE_DIM_INT) {
+            if (a[d] != b[d])
+                return INFINITY;
+            continue;
+        }
+        double x = (double)(a[d] > 0 ? a[d] : 1), y = (double)(b[d] > 0 ? b[d] : 1);
+        dist += fabs(log2(x) - log2(y));
+    }
+    return dist;
+}
+
+/* Returns 1 the first time a key is seen (and remembers it). Called with the lock held. */
+static int first_miss(const ktune_family *f, const int64_t *key)
+{
+    for (int i = 0; i < nwarned; i++)
+        if (warned[i].family == f && key_compare(f->nkey, warned[i].key, key) == 0)
+            return 0;
+    if (nwarned == KTUNE_MAX_WARNED)
+        return 0;
+    warned[nwarned].family = f;
+    memcpy(warned[nwarned].key, key, sizeof(int64_t) * (size_t)f->nkey);
+    nwarned++;
+    return 1;
+}
+
+/* The configuration KTUNE_FORCE names for this family, or NULL. */
+static const char *forced_config(const ktune_family *f, char *buf, size_t size)
+{
+    size_t flen = strlen(f->name);
+    for (const char *p = force_spec; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > flen + 1 && strncmp(p, f->name, flen) == 0 && p[flen] == '=') {
+            size_t n = len - flen - 1 < size - 1 ? len - flen - 1 : size - 1;
+            memcpy(buf, p + flen + 1, n);
+            buf[n] = '\0';
+            return buf;
+        }
+        p = end ? end + 1 : p + len;
+    }
+    return NULL;
+}
+
+static ktune_status select_locked(const ktune_family *f, const int64_t *key, const ktune_device *dev,
+                                  int *instance, ktune_choice *c)
+{
+    char keytext[160], forced[128];
+    ktune_key_format(f, key, keytext, sizeof keytext);
+    memset(c, 0, sizeof *c);
+    c->table = "";
+
+    if (forced_config(f, forced, sizeof forced)) {
+        int i = ktune_instance_find(f, forced);
+        if (i < 0 || !instance_valid(f, i, key, dev)) {
+            snprintf(c->why, sizeof c->why, "%s %s: KTUNE_FORCE names %.120s, which is %s", f->name,
+                     keytext, forced, i < 0 ? "not compiled in" : "invalid for this key");
+            return KTUNE_ERROR_FORCED_CONFIG;
+        }
+        *instance = i;
+        c->reason = KTUNE_REASON_FORCED;
+        snprintf(c->why, sizeof c->why, "%s %s: forced by KTUNE_FORCE", f->name, keytext);
+        c->config = f->instances[i].name;
+        return KTUNE_OK;
+    }
+
+    const ktune_table *t = table_for(f, dev);
+    if (t) {
+        const int *idx = table_resolve(f, t);
+        if (!idx)
+            return KTUNE_ERROR_INVALID_ARGUMENT;
+        c->table = t->device;
+        int r = row_find(f, t, key);
+        if (r >= 0 && idx[r] >= 0 && instance_valid(f, idx[r], key, dev)) {
+            *instance = idx[r];
+            c->reason = KTUNE_REASON_EXACT;
+            c->tuned_us = t->rows[r].us;
+            c->config = f->instances[idx[r]].name;
+            snprintf(c->why, sizeof c->why, "%s %s: tuned on %.120s (%.2f us, default %.2f us)",
+                     f->name, keytext, t->device, t->rows[r].us, t->rows[r].default_us);
+            return KTUNE_OK;
+        }
+        int best = -1;
+        double best_dist = INFINITY;
+        for (int i = 0; i < t->nrows; i++) {
+            if (idx[i] < 0)
+                continue;
+            double d = key_distance(f, key, t->rows[i].key);
+            if (d < best_dist && instance_valid(f, idx[i], key, dev)) {
+                best = i;
+                best_dist = d;
+            }
+        }
+        if (best >= 0) {
+            char neartext[160];
+            ktune_key_format(f, t->rows[best].key, neartext, sizeof neartext);
+            *instance = idx[best];
+            c->reason = KTUNE_REASON_NEAREST;
+            c->tuned_us = t->rows[best].us;
+            c->config = f->instances[idx[best]].name;
+            snprintf(c->why, sizeof c->why, "%s %s: untuned; nearest tuned key on %.120s is %s",
+                     f->name, keytext, t->device, neartext);
+            return KTUNE_OK;
+        }
+    }
+    for (int d = 0; d < f->ndefaults; d++) {
+        int i = ktune_instance_find(f, f->defaults[d]);
+        if (i >= 0 && instance_valid(f, i, key, dev)) {
+            *instance = i;
+            c->reason = KTUNE_REASON_DEFAULT;
+            c->config = f->instances[i].name;
+            snprintf(c->why, sizeof c->why, "%s %s: %s %.120s; family default", f->name, keytext,
+                     t ? "no valid tuned key in the table of" : "no table for", t ? t->device : dev->name);
+            return KTUNE_OK;
+        }
+    }
+    snprintf(c->why, sizeof c->why, "%s %s: no configuration is valid", f->name, keytext);
+    return KTUNE_ERROR_NO_CONFIG;
+}
+
+ktune_status ktune_select(const ktune_family *f, const int64_t *key, const ktune_device *dev,
+                          int *instance, ktune_choice *choice)
+{
+    ktune_choice local;
+    ktune_choice *c = choice ? choice : &local;
+    pthread_mutex_lock(&select_lock);
+    env_load();
+    ktune_status st = select_locked(f, key, dev, instance, c);
+    if (log_debug)
+        fprintf(stderr, "ktune: %s -> %s (%s)\n", c->why, st == KTUNE_OK ? c->config : "error",
+                st == KTUNE_OK ? ktune_reason_string(c->reason) : ktune_status_string(st));
+    if (st == KTUNE_OK &&
+        (c->reason == KTUNE_REASON_NEAREST || c->reason == KTUNE_REASON_DEFAULT) &&
+        first_miss(f, key)) {
+        if (!log_quiet && !log_debug)
+            fprintf(stderr, "ktune: warning: %s -> %s\n", c->why, c->config);
+        if (untuned_path[0]) {
+            FILE *out = fopen(untuned_path, "a");
+            if (out) {
+                char keytext[160];
+                ktune_key_format(f, key, keytext, sizeof keytext);
+                fprintf(out, "%s %s\n", f->name, keytext);
+                fclose(out);
+            }
+        }
+    }
+    pthread_mutex_unlock(&select_lock);
+    return st;
+}

@@ -1,0 +1,30 @@
+/* Choosing a configuration for a key: the policy documented in ktune/ktune.h. */
+#ifndef KTUNE_SELECT_H
+#define KTUNE_SELECT_H
+
+#include "ktune_table.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Chooses the instance for key on device. On KTUNE_OK, *instance holds its index into
+ * family->instances and choice (if not NULL) says what was chosen and why. Reads KTUNE_FORCE,
+ * KTUNE_LOG and KTUNE_UNTUNED_FILE. Thread-safe. */
+ktune_status ktune_select(const ktune_family *family, const int64_t *key, const ktune_device *device,
+                          int *instance, ktune_choice *choice);
+
+/* Index of the instance named name, or -1. */
+int ktune_instance_find(const ktune_family *family, const char *name);
+
+/* Writes "dtype=f16 rows=4 cols=100" into buf. */
+void ktune_key_format(const ktune_family *family, const int64_t *key, char *buf, size_t size);
+
+/* Forgets cached environment settings and warnings (tests change the environment). */
+void ktune_select_reset(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,69 @@
+/* ktune_softmax: look the configuration up, launch it. */
+#include "device.h"
+#include "select.h"
+#include "softmax_instance.cuh"
+#include "softmax_space.h"
+
+extern "C" {
+extern const ktune_instance ktune_softmax_library[];
+extern const int ktune_softmax_library_count;
+extern const ktune_table *const ktune_softmax_tables[];
+extern const int ktune_softmax_table_count;
+}
+
+static_assert(KTUNE_SOFTMAX_NKEY == 3, "softmax keys are (dtype, rows, cols)");
+
+static ktune_family softmax_family()
+{
+    ktune_family f = {};
+    f.name = "softmax";
+    f.nkey = KTUNE_SOFTMAX_NKEY;
+    f.key_names = ktune_softmax_key_names;
+    f.key_kinds = ktune_softmax_key_kinds;
+    f.tables = ktune_softmax_tables;
+    f.ntables = ktune_softmax_table_count;
+    f.instances = ktune_softmax_library;
+    f.ninstances = ktune_softmax_library_count;
+    f.defaults = ktune_softmax_defaults;
+    f.ndefaults = (int)(sizeof ktune_softmax_defaults / sizeof ktune_softmax_defaults[0]);
+    f.valid = ktune_softmax_valid;
+    return f;
+}
+
+static const ktune_family family = softmax_family();
+
+static ktune_status choose(int64_t rows, int64_t cols, ktune_dtype dtype, int *instance,
+                           ktune_choice *choice)
+{
+    if (rows < 1 || cols < 1 || cols > INT32_MAX || (dtype != KTUNE_F32 && dtype != KTUNE_F16 &&
+                                                     dtype != KTUNE_BF16))
+        return KTUNE_ERROR_INVALID_ARGUMENT;
+    const ktune_device *device;
+    ktune_status st = ktune_device_current(&device);
+    if (st != KTUNE_OK)
+        return st;
+    const int64_t key[KTUNE_MAX_KEY] = {dtype, rows, cols};
+    return ktune_select(&family, key, device, instance, choice);
+}
+
+extern "C" ktune_status ktune_softmax(const void *x, void *y, int64_t rows, int64_t cols,
+                                      ktune_dtype dtype, cudaStream_t stream)
+{
+    if (!x || !y)
+        return KTUNE_ERROR_INVALID_ARGUMENT;
+    int instance;
+    ktune_status st = choose(rows, cols, dtype, &instance, NULL);
+    if (st != KTUNE_OK)
+        return st;
+    ktune_softmax_launch_t *launch = (ktune_softmax_launch_t *)family.instances[instance].launch;
+    return launch(x, y, rows, cols, dtype, stream) == cudaSuccess ? KTUNE_OK : KTUNE_ERROR_CUDA;
+}
+
+extern "C" ktune_status ktune_softmax_explain(int64_t rows, int64_t cols, ktune_dtype dtype,
+                                              ktune_choice *choice)
+{
+    if (!choice)
+        return KTUNE_ERROR_INVALID_ARGUMENT;
+    int instance;
+    return choose(rows, cols, dtype, &instance, choice);
+}

@@ -1,0 +1,405 @@
+/* Row softmax kernels. Each reads its row once (online: twice) and writes it once, in fp32
+ * arithmetic, for any cols >= 1: rows whose length is not a multiple of the vector width, or
+ * whose pointers are not aligned to it, take the element-wise path of the same kernel. */
+#pragma once
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "ktune/ktune.h"
+
+namespace ktune_softmax_impl {
+
+template <typename T> __device__ __forceinline__ float to_float(T v);
+template <> __device__ __forceinline__ float to_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ float to_float<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v)
+{
+    return __bfloat162float(v);
+}
+
+template <typename T> __device__ __forceinline__ T from_float(float v);
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+
+template <typename T, int VEC> struct alignas(sizeof(T) * VEC) pack {
+    T v[VEC];
+};
+
+/* VEC elements from idx on; -inf past the end of the row. */
+template <typename T, int VEC>
+__device__ __forceinline__ void load(const T *row, int64_t idx, int cols, bool aligned,
+                                     float (&out)[VEC])
+{
+    if (aligned) {
+        if (idx < cols) {
+            pack<T, VEC> p = *reinterpret_cast<const pack<T, VEC> *>(row + idx);
+#pragma unroll
+            for (int j = 0; j < VEC; j++)
+                out[j] = to_float(p.v[j]);
+        } else {
+#pragma unroll
+            for (int j = 0; j < VEC; j++)
+                out[j] = -INFINITY;
+        }
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+        out[j] = idx + j < cols ? to_float(row[idx + j]) : -INFINITY;
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void store(T *row, int64_t idx, int cols, bool aligned,
+                                      const float (&in)[VEC], float scale)
+{
+    if (aligned) {
+        if (idx < cols) {
+            pack<T, VEC> p;
+#pragma unroll
+            for (int j = 0; j < VEC; j++)
+                p.v[j] = from_float<T>(in[j] * scale);
+            *reinterpret_cast<pack<T, VEC> *>(row + idx) = p;
+        }
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+        if (idx + j < cols)
+            row[idx + j] = from_float<T>(in[j] * scale);
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Block-wide reductions through 32 floats of shared memory; every thread gets the result. */
+template <int THREADS> __device__ __forceinline__ float block_max(float v, float *smem)
+{
+    v = warp_max(v);
+    if ((threadIdx.x & 31) == 0)
+        smem[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = threadIdx.x < THREADS / 32 ? smem[threadIdx.x] : -INFINITY;
+    v = warp_max(v);
+    __syncthreads();
+    if (threadIdx.x == 0)
+        smem[0] = v;
+    __syncthreads();
+    v = smem[0];
+    __syncthreads();
+    return v;
+}
+
+template <int THREADS> __device__ __forceinline__ float block_sum(float v, float *smem)
+{
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0)
+        smem[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = threadIdx.x < THREADS / 32 ? smem[threadIdx.x] : 0.f;
+    v = warp_sum(v);
+    __syncthreads();
+    if (threadIdx.x == 0)
+        smem[0] = v;
+    __syncthreads();
+    v = smem[0];
+    __syncthreads();
+    return v;
+}
+
+/* Row in registers: max, exponentials, sum, scaled store. ELEMS(it) gives the index of the
+ * it-th vector of this thread. */
+template <typename T, int VEC, int ITERS, typename Index, typename Max, typename Sum>
+__device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, bool aligned,
+                                                 Index index, Max reduce_max, Sum reduce_sum)
+{
+    float v[ITERS][VEC];
+    float m = -INFINITY;
+#pragma unroll
+    for (int it = 0; it < ITERS; it++) {
+        load<T, VEC>(xr, index(it), cols, aligned, v[it]);
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            m = fmaxf(m, v[it][j]);
+    }
+    m = reduce_max(m);
+    float s = 0.f;
+#pragma unroll
+    for (int it = 0; it < ITERS; it++)
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            v[it][j] = __expf(v[it][j] - m);
+            s += v[it][j];
+        }
+    const float inv = 1.f / reduce_sum(s);
+#pragma unroll
+    for (int it = 0; it < ITERS; it++)
+        store<T, VEC>(yr, index(it), cols, aligned, v[it], inv);
+}
+
+template <typename T, int VEC, int ITERS, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32)
+    vec_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
+    if (row >= rows)
+        return;
+    row_in_registers<T, VEC, ITERS>(
+        x + row * cols, y + row * cols, cols, aligned,
+        [=](int it) { return ((int64_t)it * 32 + lane) * VEC; }, warp_max, warp_sum);
+}
+
+template <typename T, int THREADS, int VEC, int ITERS>
+__global__ void __launch_bounds__(THREADS)
+    block_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
+{
+    __shared__ float smem[32];
+    const int64_t row = blockIdx.x;
+    (void)rows;
+    const int tid = threadIdx.x;
+    row_in_registers<T, VEC, ITERS>(
+        x + row * cols, y + row * cols, cols, aligned,
+        [=](int it) { return ((int64_t)it * THREADS + tid) * VEC; },
+        [&](float v) { return block_max<THREADS>(v, smem); },
+        [&](float v) { return block_sum<THREADS>(v, smem); });
+}
+
+/* (m, s) with s = sum exp(x - m): merging two partial results. */
+__device__ __forceinline__ void online_merge(float &m, float &s, float m2, float s2)
+{
+    const float nm = fmaxf(m, m2);
+    if (nm == -INFINITY)
+        return;
+    s = (m == -INFINITY ? 0.f : s * __expf(m - nm)) + (m2 == -INFINITY ? 0.f : s2 * __expf(m2 - nm));
+    m = nm;
+}
+
+template <typename T, int THREADS, int VEC, int UNROLL>
+__global__ void __launch_bounds__(THREADS)
+    online_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
+{
+    __shared__ float sm[32], ss[32];
+    (void)rows;
+    const int64_t row = blockIdx.x;
+    const T *xr = x + row * cols;
+    T *yr = y + row * cols;
+    const int tid = threadIdx.x;
+    float m = -INFINITY, s = 0.f;
+    for (int64_t base = (int64_t)tid * VEC; base < cols; base += (int64_t)THREADS * VEC * UNROLL) {
+        float v[UNROLL][VEC];
+        float cm = -INFINITY;
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            load<T, VEC>(xr, base + (int64_t)u * THREADS * VEC, cols, aligned, v[u]);
+#pragma unroll
+            for (int j = 0; j < VEC; j++)
+                cm = fmaxf(cm, v[u][j]);
+        }
+        const float nm = fmaxf(m, cm);
+        if (nm == -INFINITY)
+            continue;
+        float cs = 0.f;
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+            for (int j = 0; j < VEC; j++)
+                cs += __expf(v[u][j] - nm);
+        s = (m == -INFINITY ? 0.f : s * __expf(m - nm)) + cs;
+        m = nm;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
+        const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        online_merge(m, s, m2, s2);
+    }
+    if ((tid & 31) == 0) {
+        sm[tid >> 5] = m;
+        ss[tid >> 5] = s;
+    }
+    __syncthreads();
+    if (tid < 32) {
+        m = tid < THREADS / 32 ? sm[tid] : -INFINITY;
+        s = tid < THREADS / 32 ? ss[tid] : 0.f;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
+            const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
+            online_merge(m, s, m2, s2);
+        }
+        if (tid == 0) {
+            sm[0] = m;
+            ss[0] = s;
+        }
+    }
+    __syncthreads();
+    m = sm[0];
+    const float inv = 1.f / ss[0];
+    for (int64_t base = (int64_t)tid * VEC; base < cols; base += (int64_t)THREADS * VEC * UNROLL) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            const int64_t idx = base + (int64_t)u * THREADS * VEC;
+            float v[VEC];
+            load<T, VEC>(xr, idx, cols, aligned, v);
+#pragma unroll
+            for (int j = 0; j < VEC; j++)
+                v[j] = __expf(v[j] - m);
+            store<T, VEC>(yr, idx, cols, aligned, v, inv);
+        }
+    }
+}
+
+/* A cluster of CTAS blocks a row; block b holds vectors it * CTAS + b of the row. */
+template <typename T, int CTAS, int THREADS, int VEC, int ITERS>
+__global__ void __launch_bounds__(THREADS)
+    cluster_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    __shared__ float smem[32];
+    __shared__ float part[2];
+    (void)rows;
+    cg::cluster_group cluster = cg::this_cluster();
+    const int rank = (int)cluster.block_rank();
+    const int64_t row = blockIdx.x / CTAS;
+    const int tid = threadIdx.x;
+    auto cluster_reduce = [&](float v, int slot, bool is_max) {
+        v = is_max ? block_max<THREADS>(v, smem) : block_sum<THREADS>(v, smem);
+        if (tid == 0)
+            part[slot] = v;
+        cluster.sync();
+        float r = is_max ? -INFINITY : 0.f;
+#pragma unroll
+        for (int c = 0; c < CTAS; c++) {
+            const float p = *cluster.map_shared_rank(&part[slot], c);
+            r = is_max ? fmaxf(r, p) : r + p;
+        }
+        return r;
+    };
+    row_in_registers<T, VEC, ITERS>(
+        x + row * cols, y + row * cols, cols, aligned,
+        [=](int it) { return (((int64_t)it * CTAS + rank) * THREADS + tid) * VEC; },
+        [&](float v) { return cluster_reduce(v, 0, true); },
+        [&](float v) { return cluster_reduce(v, 1, false); });
+    cluster.sync(); /* no block leaves while another still reads its shared memory */
+#else
+    (void)x, (void)y, (void)rows, (void)cols, (void)aligned;
+    __trap();
+#endif
+}
+
+template <typename T, int VEC> static bool is_aligned(const void *x, const void *y, int64_t cols)
+{
+    const uintptr_t a = sizeof(T) * VEC;
+    return cols % VEC == 0 && (uintptr_t)x % a == 0 && (uintptr_t)y % a == 0;
+}
+
+static inline cudaError_t check_shape(int64_t rows, int64_t cols, int64_t blocks)
+{
+    if (rows < 1 || cols < 1 || cols > INT32_MAX || blocks > INT32_MAX)
+        return cudaErrorInvalidValue;
+    return cudaSuccess;
+}
+
+template <int VEC, int ITERS, int WARPS> struct vec_launcher {
+    template <typename T>
+    static cudaError_t run(const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
+    {
+        const int64_t blocks = (rows + WARPS - 1) / WARPS;
+        cudaError_t e = check_shape(rows, cols, blocks);
+        if (e != cudaSuccess)
+            return e;
+        vec_kernel<T, VEC, ITERS, WARPS><<<(unsigned)blocks, WARPS * 32, 0, s>>>(
+            (const T *)x, (T *)y, rows, (int)cols, is_aligned<T, VEC>(x, y, cols));
+        return cudaGetLastError();
+    }
+};
+
+template <int THREADS, int VEC, int ITERS> struct block_launcher {
+    template <typename T>
+    static cudaError_t run(const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
+    {
+        cudaError_t e = check_shape(rows, cols, rows);
+        if (e != cudaSuccess)
+            return e;
+        block_kernel<T, THREADS, VEC, ITERS><<<(unsigned)rows, THREADS, 0, s>>>(
+            (const T *)x, (T *)y, rows, (int)cols, is_aligned<T, VEC>(x, y, cols));
+        return cudaGetLastError();
+    }
+};
+
+template <int THREADS, int VEC, int UNROLL> struct online_launcher {
+    template <typename T>
+    static cudaError_t run(const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
+    {
+        cudaError_t e = check_shape(rows, cols, rows);
+        if (e != cudaSuccess)
+            return e;
+        online_kernel<T, THREADS, VEC, UNROLL><<<(unsigned)rows, THREADS, 0, s>>>(
+            (const T *)x, (T *)y, rows, (int)cols, is_aligned<T, VEC>(x, y, cols));
+        return cudaGetLastError();
+    }
+};
+
+template <int CTAS, int THREADS, int VEC, int ITERS> struct cluster_launcher {
+    template <typename T>
+    static cudaError_t run(const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
+    {
+        cudaError_t e = check_shape(rows, cols, rows * CTAS);
+        if (e != cudaSuccess)
+            return e;
+        cudaLaunchConfig_t config = {};
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = CTAS;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        config.gridDim = dim3((unsigned)(rows * CTAS));
+        config.blockDim = dim3(THREADS);
+        config.stream = s;
+        config.attrs = attr;
+        config.numAttrs = 1;
+        return cudaLaunchKernelEx(&config, cluster_kernel<T, CTAS, THREADS, VEC, ITERS>,
+                                  (const T *)x, (T *)y, rows, (int)cols,
+                                  is_aligned<T, VEC>(x, y, cols));
+    }
+};
+
+template <typename Launcher>
+cudaError_t dispatch(const void *x, void *y, int64_t rows, int64_t cols, int dtype, cudaStream_t s)
+{
+    switch (dtype) {
+    case KTUNE_F32:
+        return Launcher::template run<float>(x, y, rows, cols, s);
+    case KTUNE_F16:
+        return Launcher::template run<__half>(x, y, rows, cols, s);
+    case KTUNE_BF16:
+        return Launcher::template run<__nv_bfloat16>(x, y, rows, cols, s);
+    default:
+        return cudaErrorInvalidValue;
+    }
+}
+
+} // namespace ktune_softmax_impl

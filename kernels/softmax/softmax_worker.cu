@@ -1,0 +1,219 @@
+/* The softmax family's side of a sweep worker: inputs, the reference, the check, the anchor.
+ *
+ * Reference: fp64 softmax of the same (already rounded) inputs. A result passes when
+ * |y - ref| <= atol + rtol * |ref| for every element: f32 1e-6 + 1e-4, f16 2e-5 + 2e-3,
+ * bf16 1e-4 + 1.6e-2 (a few units in the last place of each format). NaN never passes. */
+#include <algorithm>
+#include <stdio.h>
+
+#include "softmax_instance.cuh"
+#include "worker.h"
+
+extern "C" {
+extern const ktune_instance ktune_softmax_candidates[];
+extern const int ktune_softmax_candidates_count;
+}
+
+namespace {
+
+using ktune_softmax_impl::from_float;
+using ktune_softmax_impl::to_float;
+
+const int max_sets = 64;
+
+struct state {
+    int dtype = 0;
+    int64_t rows = 0, cols = 0;
+    size_t bytes = 0; /* of one input */
+    int sets = 0;
+    void *x[max_sets] = {};
+    void *y[max_sets] = {};
+    float *ref = nullptr;
+    unsigned long long *bad = nullptr; /* [0] count, [1] first index */
+} st;
+
+__device__ __forceinline__ uint32_t hash(uint64_t v)
+{
+    v ^= v >> 33;
+    v *= 0xff51afd7ed558ccdULL;
+    v ^= v >> 33;
+    v *= 0xc4ceb9fe1a85ec53ULL;
+    v ^= v >> 33;
+    return (uint32_t)v;
+}
+
+template <typename T> __global__ void fill(T *x, int64_t n, uint64_t seed)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        x[i] = from_float<T>((hash(seed * 0x9e3779b97f4a7c15ULL + i) / 4294967296.0f) * 16.f - 8.f);
+}
+
+template <typename T> __global__ void reference(const T *x, float *ref, int64_t cols)
+{
+    __shared__ double red[256];
+    const T *xr = x + blockIdx.x * cols;
+    float *rr = ref + blockIdx.x * cols;
+    double m = -INFINITY;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+        m = fmax(m, (double)to_float(xr[c]));
+    red[threadIdx.x] = m;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            red[threadIdx.x] = fmax(red[threadIdx.x], red[threadIdx.x + s]);
+        __syncthreads();
+    }
+    m = red[0];
+    __syncthreads();
+    double sum = 0;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+        sum += exp((double)to_float(xr[c]) - m);
+    red[threadIdx.x] = sum;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            red[threadIdx.x] += red[threadIdx.x + s];
+        __syncthreads();
+    }
+    sum = red[0];
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+        rr[c] = (float)(exp((double)to_float(xr[c]) - m) / sum);
+}
+
+template <typename T>
+__global__ void compare(const T *y, const float *ref, int64_t n, float atol, float rtol,
+                        unsigned long long *bad)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const float got = to_float(y[i]), want = ref[i];
+        if (!(fabsf(got - want) <= atol + rtol * fabsf(want))) {
+            atomicAdd(&bad[0], 1ULL);
+            atomicMin(&bad[1], (unsigned long long)i);
+        }
+    }
+}
+
+template <typename T> struct typed {
+    static void fill_all(uint64_t seed)
+    {
+        for (int s = 0; s < st.sets; s++)
+            fill<T><<<1024, 256>>>((T *)st.x[s], st.rows * st.cols, seed + s);
+        reference<T><<<(unsigned)st.rows, 256>>>((const T *)st.x[0], st.ref, st.cols);
+    }
+    static void compare_all(float atol, float rtol, cudaStream_t s)
+    {
+        compare<T><<<1024, 256, 0, s>>>((const T *)st.y[0], st.ref, st.rows * st.cols, atol, rtol,
+                                         st.bad);
+    }
+};
+
+size_t elem_bytes(int dtype) { return dtype == KTUNE_F32 ? 4 : 2; }
+
+void release()
+{
+    for (int s = 0; s < st.sets; s++) {
+        cudaFree(st.x[s]);
+        cudaFree(st.y[s]);
+    }
+    cudaFree(st.ref);
+    cudaFree(st.bad);
+    st = state();
+}
+
+int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
+{
+    static uint64_t seed = 1;
+    st.dtype = (int)key[0];
+    st.rows = key[1];
+    st.cols = key[2];
+    st.bytes = (size_t)st.rows * (size_t)st.cols * elem_bytes(st.dtype);
+    /* enough input/output sets that one round through them is at least 3x the L2 */
+    int64_t want = (3 * l2_bytes + 2 * (int64_t)st.bytes - 1) / (2 * (int64_t)st.bytes);
+    st.sets = 0;
+    int sets = (int)std::min<int64_t>(std::max<int64_t>(want, 1), max_sets);
+    cudaError_t e = cudaSuccess;
+    for (int s = 0; s < sets && e == cudaSuccess; s++) {
+        e = cudaMalloc(&st.x[s], st.bytes);
+        if (e == cudaSuccess) {
+            e = cudaMalloc(&st.y[s], st.bytes);
+            if (e != cudaSuccess)
+                cudaFree(st.x[s]);
+        }
+        if (e == cudaSuccess)
+            st.sets++;
+    }
+    if (e == cudaSuccess)
+        e = cudaMalloc(&st.ref, (size_t)st.rows * st.cols * sizeof(float));
+    if (e == cudaSuccess)
+        e = cudaMalloc(&st.bad, 2 * sizeof(unsigned long long));
+    if (e == cudaSuccess) {
+        seed += 1000;
+        if (st.dtype == KTUNE_F32)
+            typed<float>::fill_all(seed);
+        else if (st.dtype == KTUNE_F16)
+            typed<__half>::fill_all(seed);
+        else
+            typed<__nv_bfloat16>::fill_all(seed);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+        *error = e;
+        release();
+        return -1;
+    }
+    return st.sets;
+}
+
+cudaError_t launch(int instance, int set, cudaStream_t stream)
+{
+    ktune_softmax_launch_t *fn = (ktune_softmax_launch_t *)ktune_softmax_candidates[instance].launch;
+    return fn(st.x[set], st.y[set], st.rows, st.cols, st.dtype, stream);
+}
+
+cudaError_t check(int instance, cudaStream_t stream, int *ok, char *detail, size_t size)
+{
+    const unsigned long long init[2] = {0, ~0ULL};
+    cudaError_t e = cudaMemsetAsync(st.y[0], 0xff, st.bytes, stream); /* NaN in every dtype */
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(st.bad, init, sizeof init, cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess)
+        e = launch(instance, 0, stream);
+    if (e != cudaSuccess)
+        return e;
+    const float atol[3] = {1e-6f, 2e-5f, 1e-4f}, rtol[3] = {1e-4f, 2e-3f, 1.6e-2f};
+    if (st.dtype == KTUNE_F32)
+        typed<float>::compare_all(atol[0], rtol[0], stream);
+    else if (st.dtype == KTUNE_F16)
+        typed<__half>::compare_all(atol[1], rtol[1], stream);
+    else
+        typed<__nv_bfloat16>::compare_all(atol[2], rtol[2], stream);
+    unsigned long long bad[2];
+    e = cudaMemcpyAsync(bad, st.bad, sizeof bad, cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(stream);
+    if (e != cudaSuccess)
+        return e;
+    *ok = bad[0] == 0;
+    if (!*ok)
+        snprintf(detail, size, "%llu of %lld elements out of tolerance; first at row %lld col %lld",
+                 bad[0], (long long)(st.rows * st.cols), (long long)(bad[1] / st.cols),
+                 (long long)(bad[1] % st.cols));
+    return cudaSuccess;
+}
+
+cudaError_t copy(int set, cudaStream_t stream)
+{
+    return cudaMemcpyAsync(st.y[set], st.x[set], st.bytes, cudaMemcpyDeviceToDevice, stream);
+}
+
+double bytes(const int64_t *key) { return 2.0 * (double)key[1] * (double)key[2] * elem_bytes((int)key[0]); }
+
+} // namespace
+
+const ktune_worker_family ktune_worker_family_def = {
+    "softmax", 3, ktune_softmax_candidates, ktune_softmax_candidates_count, prepare, launch, check,
+    copy, bytes, release};
