@@ -31,13 +31,16 @@ function(ktune_add_family family)
   target_include_directories(ktune_lib PRIVATE "${out}" "${PROJECT_SOURCE_DIR}/kernels/${family}")
   add_dependencies(ktune_lib ktune_${family}_sources)
 
-  add_executable(ktune-worker-${family}
-    "${PROJECT_SOURCE_DIR}/gen/worker/worker_main.cu"
-    "${PROJECT_SOURCE_DIR}/kernels/${family}/${family}_worker.cu"
-    ${candidate_sources})
-  target_include_directories(ktune-worker-${family} PRIVATE
+  # every candidate, for the worker and the GPU tests
+  add_library(ktune_${family}_candidates OBJECT ${candidate_sources})
+  target_include_directories(ktune_${family}_candidates PUBLIC
     "${out}" "${PROJECT_SOURCE_DIR}/kernels/${family}" "${PROJECT_SOURCE_DIR}/kernels/runtime"
     "${PROJECT_SOURCE_DIR}/gen/worker" "${PROJECT_SOURCE_DIR}/include")
-  target_link_libraries(ktune-worker-${family} PRIVATE ktune_cuda_options CUDA::cudart)
-  add_dependencies(ktune-worker-${family} ktune_${family}_sources)
+  target_link_libraries(ktune_${family}_candidates PUBLIC ktune_cuda_options CUDA::cudart)
+  add_dependencies(ktune_${family}_candidates ktune_${family}_sources)
+
+  add_executable(ktune-worker-${family}
+    "${PROJECT_SOURCE_DIR}/gen/worker/worker_main.cu"
+    "${PROJECT_SOURCE_DIR}/kernels/${family}/${family}_worker.cu")
+  target_link_libraries(ktune-worker-${family} PRIVATE ktune_${family}_candidates)
 endfunction()

@@ -240,7 +240,7 @@ void do_interleaved(long id, char **save)
     if (!take_key(id, save))
         return;
     std::vector<launch_run> runs;
-    for (char *tok; (tok = strtok_r(NULL, " \n", save));) {
+    for (char *tok = strtok_r(NULL, " \n", save); tok; tok = strtok_r(NULL, " \n", save)) {
         int instance = find_instance(tok);
         if (instance < 0) {
             reply("R %ld invalid 0 0 0 %s is not compiled into this worker\n", id, tok);

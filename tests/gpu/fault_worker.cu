@@ -1,0 +1,92 @@
+/* A worker family whose configs misbehave on purpose, on a real GPU: mode 0 is correct, 1 writes
+ * through an illegal address, 2 never finishes, 3 computes a wrong result. The sweep must record
+ * ok, failed, timeout and wrong, and go on. */
+#include <stdio.h>
+
+#include "worker.h"
+
+namespace {
+
+float *out;
+int64_t n;
+
+__global__ void fault_kernel(float *y, int64_t n, int mode, volatile int *spin)
+{
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (mode == 1 && i == 0)
+        *(volatile float *)(y - (1ll << 40)) = 1.f;
+    if (mode == 2)
+        while (*spin == 0) {
+        }
+    if (i < n)
+        y[i] = mode == 3 && i == n / 2 ? 2.f : 1.f;
+}
+
+int *spin;
+
+const ktune_instance instances[] = {
+    {"kernel_mode0", 0, {0}, nullptr},
+    {"kernel_mode1", 0, {1}, nullptr},
+    {"kernel_mode2", 0, {2}, nullptr},
+    {"kernel_mode3", 0, {3}, nullptr},
+};
+
+int prepare(const int64_t *key, int64_t, cudaError_t *error)
+{
+    n = key[0];
+    cudaError_t e = cudaMalloc(&out, n * sizeof(float));
+    if (e == cudaSuccess)
+        e = cudaMalloc(&spin, sizeof(int));
+    if (e == cudaSuccess)
+        e = cudaMemset(spin, 0, sizeof(int));
+    if (e != cudaSuccess) {
+        *error = e;
+        return -1;
+    }
+    return 1;
+}
+
+cudaError_t launch(int instance, int, cudaStream_t stream)
+{
+    fault_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(out, n,
+                                                                   (int)instances[instance].params[0], spin);
+    return cudaGetLastError();
+}
+
+cudaError_t check(int instance, cudaStream_t stream, int *ok, char *detail, size_t size)
+{
+    cudaError_t e = cudaMemsetAsync(out, 0xff, n * sizeof(float), stream);
+    if (e == cudaSuccess)
+        e = launch(instance, 0, stream);
+    float *host = (float *)malloc(n * sizeof(float));
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(host, out, n * sizeof(float), cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(stream);
+    *ok = e == cudaSuccess;
+    for (int64_t i = 0; e == cudaSuccess && i < n && *ok; i++)
+        if (host[i] != 1.f) {
+            *ok = 0;
+            snprintf(detail, size, "element %lld is %g, not 1", (long long)i, host[i]);
+        }
+    free(host);
+    return e;
+}
+
+cudaError_t copy(int, cudaStream_t stream)
+{
+    return cudaMemsetAsync(out, 0, n * sizeof(float), stream);
+}
+
+double bytes(const int64_t *key) { return 4.0 * key[0]; }
+
+void release()
+{
+    cudaFree(out);
+    cudaFree(spin);
+}
+
+} // namespace
+
+const ktune_worker_family ktune_worker_family_def = {
+    "faults", 1, instances, 4, prepare, launch, check, copy, bytes, release};

@@ -1,0 +1,213 @@
+/* Every softmax config of the space, on odd shapes, against a CPU fp64 reference; then the
+ * public entry point: tables, explain, KTUNE_FORCE, in place. Exits 77 without a GPU. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "device.h"
+#include "ktune/ktune.h"
+#include "select.h"
+#include "softmax_instance.cuh"
+#include "softmax_space.h"
+
+extern "C" {
+extern const ktune_instance ktune_softmax_candidates[];
+extern const int ktune_softmax_candidates_count;
+}
+
+#define CHECK(x)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (x);                                                                      \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static size_t esize(int dtype) { return dtype == KTUNE_F32 ? 4 : 2; }
+
+static void to_device_format(const std::vector<float> &in, int dtype, std::vector<unsigned char> &out)
+{
+    out.resize(in.size() * esize(dtype));
+    for (size_t i = 0; i < in.size(); i++) {
+        if (dtype == KTUNE_F32)
+            memcpy(&out[i * 4], &in[i], 4);
+        else if (dtype == KTUNE_F16) {
+            __half h = __float2half_rn(in[i]);
+            memcpy(&out[i * 2], &h, 2);
+        } else {
+            __nv_bfloat16 h = __float2bfloat16_rn(in[i]);
+            memcpy(&out[i * 2], &h, 2);
+        }
+    }
+}
+
+static float from_device(const unsigned char *p, int dtype)
+{
+    if (dtype == KTUNE_F32) {
+        float f;
+        memcpy(&f, p, 4);
+        return f;
+    }
+    if (dtype == KTUNE_F16) {
+        __half h;
+        memcpy(&h, p, 2);
+        return __half2float(h);
+    }
+    __nv_bfloat16 h;
+    memcpy(&h, p, 2);
+    return __bfloat162float(h);
+}
+
+struct problem {
+    int dtype;
+    int64_t rows, cols;
+    int offset; /* elements the pointers are shifted by: the unaligned path */
+    std::vector<unsigned char> x;
+    std::vector<double> ref;
+    void *dx = nullptr, *dy = nullptr;
+};
+
+static void problem_init(problem &p, unsigned seed)
+{
+    size_t n = (size_t)(p.rows * p.cols);
+    std::vector<float> x(n);
+    srand(seed);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)rand() / RAND_MAX * 16.f - 8.f;
+    to_device_format(x, p.dtype, p.x);
+    p.ref.resize(n);
+    for (int64_t r = 0; r < p.rows; r++) {
+        double m = -INFINITY, s = 0;
+        for (int64_t c = 0; c < p.cols; c++)
+            m = fmax(m, from_device(&p.x[(r * p.cols + c) * esize(p.dtype)], p.dtype));
+        for (int64_t c = 0; c < p.cols; c++)
+            s += exp(from_device(&p.x[(r * p.cols + c) * esize(p.dtype)], p.dtype) - m);
+        for (int64_t c = 0; c < p.cols; c++)
+            p.ref[r * p.cols + c] =
+                exp(from_device(&p.x[(r * p.cols + c) * esize(p.dtype)], p.dtype) - m) / s;
+    }
+    size_t bytes = (n + 8) * esize(p.dtype);
+    CHECK(cudaMalloc(&p.dx, bytes));
+    CHECK(cudaMalloc(&p.dy, bytes));
+    p.dx = (char *)p.dx + p.offset * esize(p.dtype);
+    p.dy = (char *)p.dy + p.offset * esize(p.dtype);
+    CHECK(cudaMemcpy(p.dx, p.x.data(), n * esize(p.dtype), cudaMemcpyHostToDevice));
+}
+
+static void problem_free(problem &p)
+{
+    cudaFree((char *)p.dx - p.offset * esize(p.dtype));
+    cudaFree((char *)p.dy - p.offset * esize(p.dtype));
+}
+
+/* Number of elements out of tolerance (NaN counts), after poisoning the output. */
+static long long check_output(problem &p, void *y)
+{
+    size_t n = (size_t)(p.rows * p.cols);
+    std::vector<unsigned char> out(n * esize(p.dtype));
+    CHECK(cudaMemcpy(out.data(), y, out.size(), cudaMemcpyDeviceToHost));
+    const double atol[3] = {1e-6, 2e-5, 1e-4}, rtol[3] = {1e-4, 2e-3, 1.6e-2};
+    long long bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double got = from_device(&out[i * esize(p.dtype)], p.dtype);
+        if (!(fabs(got - p.ref[i]) <= atol[p.dtype] + rtol[p.dtype] * fabs(p.ref[i])))
+            bad++;
+    }
+    return bad;
+}
+
+int main()
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("no CUDA device: skipped\n");
+        return 77;
+    }
+    const ktune_device *dev;
+    if (ktune_device_current(&dev) != KTUNE_OK) {
+        printf("cannot read the device\n");
+        return 1;
+    }
+    const int64_t shapes[][3] = {{1, 1, 0},     {3, 7, 0},     {5, 33, 1},   {2, 1000, 0},
+                                 {7, 1025, 0},  {4, 1024, 1},  {3, 4099, 0}, {2, 16384, 0},
+                                 {2, 65537, 0}, {1, 131072, 0}, {2, 1000000, 0}};
+    long long checked = 0, failures = 0;
+    for (int dtype = 0; dtype < 3; dtype++)
+        for (const auto &sh : shapes) {
+            problem p;
+            p.dtype = dtype;
+            p.rows = sh[0];
+            p.cols = sh[1];
+            p.offset = (int)sh[2];
+            problem_init(p, (unsigned)(dtype * 1000 + sh[1]));
+            const int64_t key[KTUNE_MAX_KEY] = {dtype, p.rows, p.cols};
+            for (int i = 0; i < ktune_softmax_candidates_count; i++) {
+                const ktune_instance *in = &ktune_softmax_candidates[i];
+                if (!ktune_softmax_valid(in->variant, in->params, key, dev))
+                    continue;
+                CHECK(cudaMemset(p.dy, 0xff, (size_t)(p.rows * p.cols) * esize(dtype)));
+                cudaError_t e = ((ktune_softmax_launch_t *)in->launch)(p.dx, p.dy, p.rows, p.cols,
+                                                                       dtype, 0);
+                if (e == cudaSuccess)
+                    e = cudaDeviceSynchronize();
+                long long bad = e == cudaSuccess ? check_output(p, p.dy) : -1;
+                checked++;
+                if (bad != 0) {
+                    failures++;
+                    printf("FAIL %s %s rows=%lld cols=%lld offset=%d: %s, %lld wrong\n", in->name,
+                           ktune_dtype_name(dtype), (long long)p.rows, (long long)p.cols, p.offset,
+                           cudaGetErrorString(e), bad);
+                    if (e != cudaSuccess && e != cudaErrorInvalidValue)
+                        return 1;
+                }
+            }
+            /* the public entry point, out of place then in place */
+            ktune_choice choice;
+            ktune_status st = ktune_softmax_explain(p.rows, p.cols, (ktune_dtype)dtype, &choice);
+            CHECK(cudaMemset(p.dy, 0xff, (size_t)(p.rows * p.cols) * esize(dtype)));
+            if (st == KTUNE_OK)
+                st = ktune_softmax(p.dx, p.dy, p.rows, p.cols, (ktune_dtype)dtype, 0);
+            CHECK(cudaDeviceSynchronize());
+            long long bad = st == KTUNE_OK ? check_output(p, p.dy) : -1;
+            if (st == KTUNE_OK)
+                st = ktune_softmax(p.dx, p.dx, p.rows, p.cols, (ktune_dtype)dtype, 0);
+            CHECK(cudaDeviceSynchronize());
+            long long bad_inplace = st == KTUNE_OK ? check_output(p, p.dx) : -1;
+            checked += 2;
+            if (st != KTUNE_OK || bad || bad_inplace) {
+                failures++;
+                printf("FAIL ktune_softmax %s rows=%lld cols=%lld: %s, %lld/%lld wrong (%s)\n",
+                       ktune_dtype_name(dtype), (long long)p.rows, (long long)p.cols,
+                       ktune_status_string(st), bad, bad_inplace, choice.why);
+            }
+            problem_free(p);
+        }
+    printf("%lld checks of %d candidate configs and ktune_softmax, %lld failures\n", checked,
+           ktune_softmax_candidates_count, failures);
+
+    /* explain, KTUNE_FORCE, bad arguments */
+    ktune_choice c;
+    int ok = ktune_softmax_explain(4096, 1000, KTUNE_F16, &c) == KTUNE_OK;
+    printf("explain f16 4096x1000: %s (%s): %s\n", c.config, ktune_reason_string(c.reason), c.why);
+    setenv("KTUNE_FORCE", "softmax=online_threads512_vec2_unroll4", 1);
+    ktune_select_reset();
+    ok &= ktune_softmax_explain(4096, 1000, KTUNE_F16, &c) == KTUNE_OK &&
+          c.reason == KTUNE_REASON_FORCED && strcmp(c.config, "online_threads512_vec2_unroll4") == 0;
+    printf("forced: %s (%s)\n", c.config, ktune_reason_string(c.reason));
+    setenv("KTUNE_FORCE", "softmax=no_such_config", 1);
+    ktune_select_reset();
+    ok &= ktune_softmax_explain(4096, 1000, KTUNE_F16, &c) == KTUNE_ERROR_FORCED_CONFIG;
+    printf("forced unknown: %s\n", c.why);
+    unsetenv("KTUNE_FORCE");
+    ktune_select_reset();
+    ok &= ktune_softmax(NULL, NULL, 1, 1, KTUNE_F32, 0) == KTUNE_ERROR_INVALID_ARGUMENT;
+    ok &= ktune_softmax_explain(0, 5, KTUNE_F32, &c) == KTUNE_ERROR_INVALID_ARGUMENT;
+    if (!ok)
+        printf("FAIL explain / KTUNE_FORCE / argument checks\n");
+    return failures == 0 && ok ? 0 : 1;
+}
