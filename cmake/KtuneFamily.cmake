@@ -16,11 +16,15 @@ function(ktune_add_family family)
     list(APPEND library_sources "${out}/${family}_library_${i}.cu")
     list(APPEND candidate_sources "${out}/${family}_candidates_${i}.cu")
   endforeach()
+  set(all_flag "")
+  if(KTUNE_LIBRARY_ALL_CONFIGS)
+    set(all_flag --library-all)
+  endif()
   add_custom_command(
     OUTPUT "${out}/${family}_space.h" ${library_sources} ${candidate_sources}
     COMMAND ktune gen ${family} --space "${space}" --registry-dir "${PROJECT_SOURCE_DIR}/generated"
             --templates "${PROJECT_SOURCE_DIR}/gen/templates" --m4 "${KTUNE_M4}"
-            --out "${out}" --shards ${KTUNE_SHARDS}
+            --out "${out}" --shards ${KTUNE_SHARDS} ${all_flag}
     DEPENDS ktune "${space}" ${registries} ${templates}
     COMMENT "ktune: generating the ${family} sources"
     VERBATIM)

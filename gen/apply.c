@@ -140,10 +140,6 @@ int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_p
         } else {
             counts->kept++;
         }
-        fprintf(log, "%s%s -> %s (%s)\n",
-                strstr(why, "noise") || strstr(why, "compared") || strstr(why, "replaced") ? ""
-                                                                                           : "ktune: ",
-                keytext, take ? win->config : reg.entries[at].config, why);
     }
     if (counts->added + counts->replaced > 0) {
         run.id = run_id;

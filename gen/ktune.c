@@ -51,6 +51,7 @@ static const char usage_text[] =
     "  expand <family>   the space: config and shape counts; --list prints them\n"
     "  gen <family>      the build's generated sources (used by CMake)\n"
     "      --out DIR --shards N\n"
+    "      --library-all         compile every config into the library, not only the tables'\n"
     "\n"
     "common options:\n"
     "  --space FILE          the space (default <spaces-dir>/<family>.yaml)\n"
@@ -58,7 +59,9 @@ static const char usage_text[] =
     "  --registry-dir DIR    (default " KTUNE_SOURCE_DIR "/generated)\n"
     "  --templates DIR       (default " KTUNE_SOURCE_DIR "/gen/templates)\n"
     "  --m4 PROGRAM          (default " KTUNE_M4 ")\n"
-    "  --worker PROGRAM      (default ktune-worker-<family> beside this program)\n";
+    "  --worker PROGRAM      (default ktune-worker-<family> beside this program)\n"
+    "  --source-rev REV      the source revision runs record (default $KTUNE_SOURCE_REV, else\n"
+    "                        git describe of the source tree, else unknown)\n";
 
 typedef struct {
     const char *command, *family, *positional2;
@@ -66,7 +69,7 @@ typedef struct {
     const char *run, *out, *source_rev;
     int samples, top, gpu, shards;
     double min_sample_us, warmup_us, config_timeout;
-    int apply, verbose, force, check, list;
+    int apply, verbose, force, check, list, library_all;
     char command_line[2048];
 } options;
 
@@ -142,8 +145,19 @@ static int parse_options(int argc, char **argv, options *o)
             o->check = 1, takes = 0;
         else if (strcmp(a, "--list") == 0)
             o->list = 1, takes = 0;
+        else if (strcmp(a, "--library-all") == 0)
+            o->library_all = 1, takes = 0;
         if (!takes)
             continue;
+        static const char *const valued[] = {
+            "--space", "--spaces-dir", "--registry-dir", "--templates", "--m4", "--worker",
+            "--run", "--out", "--source-rev", "--samples", "--top", "--gpu", "--shards",
+            "--min-sample-us", "--warmup-us", "--config-timeout", NULL};
+        int known = 0;
+        for (const char *const *k = valued; *k && !known; k++)
+            known = strcmp(*k, a) == 0;
+        if (!known)
+            return usage_error("unknown option '%s'", a);
         if (!v)
             return usage_error("%s needs a value", a);
         if (strcmp(a, "--space") == 0)
@@ -176,10 +190,8 @@ static int parse_options(int argc, char **argv, options *o)
             rc = parse_double_arg(a, v, 1, &o->min_sample_us);
         else if (strcmp(a, "--warmup-us") == 0)
             rc = parse_double_arg(a, v, 0, &o->warmup_us);
-        else if (strcmp(a, "--config-timeout") == 0)
-            rc = parse_double_arg(a, v, 0.1, &o->config_timeout);
         else
-            return usage_error("unknown option '%s'", a);
+            rc = parse_double_arg(a, v, 0.1, &o->config_timeout);
         if (rc)
             return 2;
         i++;
@@ -231,8 +243,9 @@ static ktune_worker_opts worker_opts(const options *o, const char *program)
 static void source_revision(const options *o, char *out, size_t size)
 {
     snprintf(out, size, "unknown");
-    if (o->source_rev) {
-        snprintf(out, size, "%s", o->source_rev);
+    const char *given = o->source_rev ? o->source_rev : getenv("KTUNE_SOURCE_REV");
+    if (given) {
+        snprintf(out, size, "%s", ktune_is_safe_text(given, 60) ? given : "unknown");
         return;
     }
     FILE *p = popen("git -C '" KTUNE_SOURCE_DIR "' describe --always --dirty --abbrev=12 2>/dev/null", "r");
@@ -376,6 +389,8 @@ static int cmd_gen(const options *o, const ktune_space *s)
         goto fail;
     for (int i = 0; i < s->nconfigs; i++)
         all[i] = i;
+    for (int i = 0; i < s->nconfigs; i++)
+        used[i] = (char)o->library_all;
     for (int i = 0; i < s->ndefaults; i++)
         used[s->defaults[i]] = 1;
     for (int i = 0; i < count; i++) {

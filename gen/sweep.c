@@ -196,12 +196,15 @@ static int write_meta(const ktune_sweep_opts *o, const ktune_worker_device *d, k
     char driver[64] = "unknown";
     FILE *v = fopen("/proc/driver/nvidia/version", "r");
     if (v) {
-        char line[512];
-        if (fgets(line, sizeof line, v)) {
-            char *k = strstr(line, "Kernel Module");
-            if (k && sscanf(k + strlen("Kernel Module"), " %63s", driver) != 1)
-                snprintf(driver, sizeof driver, "unknown");
-        }
+        /* "NVRM version: NVIDIA UNIX ... Kernel Module ... 580.65.06  <date>": the first
+         * token of digits and dots with at least one dot */
+        char line[512], *save = NULL;
+        if (fgets(line, sizeof line, v))
+            for (char *tok = strtok_r(line, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save))
+                if (strspn(tok, "0123456789.") == strlen(tok) && strchr(tok, '.') && tok[0] != '.') {
+                    snprintf(driver, sizeof driver, "%s", tok);
+                    break;
+                }
         fclose(v);
     }
     time_t t = time(NULL);
@@ -372,12 +375,12 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     ktune_final_row *done_rows = NULL;
     int ndone_rows = 0;
     double start = now_s();
-    char path[4096];
+    char path[4096], log_path[4096];
     if (ktune_mkdirs(o->run_dir, err))
         return -1;
     ktune_worker_opts wopts = o->worker;
-    snprintf(path, sizeof path, "%s/worker.log", o->run_dir);
-    wopts.log_path = path;
+    snprintf(log_path, sizeof log_path, "%s/worker.log", o->run_dir);
+    wopts.log_path = log_path;
     if (ktune_worker_start(&w, &wopts, err))
         return -1;
     int64_t limits[KTUNE_NLIMITS];
@@ -411,7 +414,9 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     int counts[ST_COUNT] = {0};
     int measured = 0, todo = 0;
     for (size_t i = 0; i < ntrials; i++)
-        todo += trials[i].status == ST_NONE;
+        todo += trials[i].status == ST_NONE &&
+                ktune_space_valid(s, &s->configs[i % (size_t)s->nconfigs],
+                                  s->shapes[i / (size_t)s->nconfigs].key, limits);
     double measure_start = now_s();
     for (int si = 0; si < s->nshapes && !interrupted; si++) {
         const int64_t *key = s->shapes[si].key;

@@ -186,6 +186,9 @@ int ktune_worker_request(ktune_worker *w, const char *line, double timeout_s, ch
     ssize_t sent = write(w->to_fd, msg, (size_t)n);
     int r = sent == n ? read_line(w, timeout_s, reply, size) : 0;
     if (r == 1) {
+        /* the worker leaves after this answer: wait for it so the next request starts a new one */
+        if (strstr(reply, "(context lost)"))
+            reap(w, 0, NULL, 0);
         *kind = KTUNE_REPLY_OK;
         return 0;
     }

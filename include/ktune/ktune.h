@@ -17,7 +17,9 @@
  * to silence). Environment:
  *   KTUNE_LOG=debug                  print every selection and why
  *   KTUNE_FORCE=<family>=<config>    pin a configuration (comma-separate several families);
- *                                    a pinned configuration invalid for a key is an error
+ *                                    it must be compiled in (the tables' configs and the
+ *                                    defaults; every config with -DKTUNE_LIBRARY_ALL_CONFIGS=ON),
+ *                                    and one unknown or invalid for a key is an error
  *   KTUNE_UNTUNED_FILE=<path>        append each untuned key to <path>, for the next sweep
  */
 #ifndef KTUNE_KTUNE_H

@@ -370,6 +370,13 @@ template <int CTAS, int THREADS, int VEC, int ITERS> struct cluster_launcher {
         cudaError_t e = check_shape(rows, cols, rows * CTAS);
         if (e != cudaSuccess)
             return e;
+        if (CTAS > 8) {
+            static const cudaError_t allowed = cudaFuncSetAttribute(
+                cluster_kernel<T, CTAS, THREADS, VEC, ITERS>,
+                cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+            if (allowed != cudaSuccess)
+                return allowed;
+        }
         cudaLaunchConfig_t config = {};
         cudaLaunchAttribute attr[1];
         attr[0].id = cudaLaunchAttributeClusterDimension;

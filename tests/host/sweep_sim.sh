@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The sweep's orchestration against the simulated backend: fault isolation, timeouts, the
+# journal and resume after SIGKILL, Ctrl-C, the regression rule of apply, no device, bench.
+# usage: sweep_sim.sh KTUNE SIM_WORKER SPACE WORKDIR
+set -u
+ktune=$1 worker=$2 space=$3 work=$4
+rm -rf "$work" && mkdir -p "$work"
+fail=0
+note() { echo "== $*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+sweep() { # run-dir [extra args]
+  local run=$1; shift
+  "$ktune" sweep --space "$space" --worker "$worker" --run "$run" --registry-dir "$work/reg" \
+    --config-timeout 1 "$@"
+}
+sweep_bg() { # run-dir log: the sweep in the background, its pid in $pid
+  KTUNE_SIM_DELAY_MS=40 "$ktune" sweep --space "$space" --worker "$worker" --run "$1" \
+    --registry-dir "$work/reg" --config-timeout 1 >"$2" 2>&1 &
+  pid=$!
+}
+status_of() { grep -F "$1,$2," "$3/trials.csv" | cut -d, -f3; }
+winners() { grep -E ',1,[0-9]+,' "$1/final.csv" | cut -d, -f1,2 | sort; }
+
+note "a full sweep: every fault recorded, the sweep goes on"
+sweep "$work/a" || bad "sweep a exited $?"
+for n in 8 64 1000 4096; do
+  [ "$(status_of "n=$n" good_tile1 "$work/a")" = ok ] || bad "n=$n good_tile1 not ok"
+  [ "$(status_of "n=$n" crash_code11 "$work/a")" = failed ] || bad "n=$n crash not failed"
+  [ "$(status_of "n=$n" hang_seconds3600 "$work/a")" = timeout ] || bad "n=$n hang not timeout"
+  [ "$(status_of "n=$n" wrong_delta1 "$work/a")" = wrong ] || bad "n=$n wrong not wrong"
+  [ "$(status_of "n=$n" oom_mb1 "$work/a")" = failed ] || bad "n=$n oom not failed"
+done
+grep -q "crash_code11,failed,.*signal 11" "$work/a/trials.csv" || bad "the crash does not name its signal"
+grep -q "oom_mb1,failed,.*out of memory" "$work/a/trials.csv" || bad "out of memory not named"
+[ "$(status_of n=8 good_tile16 "$work/a")" = invalid ] || bad "n=8 good_tile16 not invalid"
+expected=$'n=1000,good_tile32\nn=4096,good_tile32\nn=64,good_tile8\nn=8,good_tile2'
+[ "$(winners "$work/a")" = "$expected" ] || bad "winners: $(winners "$work/a")"
+rows=$(($(wc -l <"$work/a/trials.csv") - 1))
+[ "$rows" -eq 40 ] || bad "trials.csv has $rows rows, expected 10 configs x 4 shapes"
+
+note "killed with SIGKILL half-way, the same command resumes and ends with the same winners"
+sweep_bg "$work/b" "$work/b.log"
+for _ in $(seq 200); do
+  [ -f "$work/b/trials.csv" ] && [ "$(wc -l <"$work/b/trials.csv")" -ge 15 ] && break
+  sleep 0.05
+done
+kill -9 $pid
+wait $pid 2>/dev/null
+before=$(($(wc -l <"$work/b/trials.csv") - 1))
+[ "$before" -lt 40 ] || bad "the sweep finished before it was killed"
+sweep "$work/b" || bad "resumed sweep exited $?"
+[ "$(winners "$work/b")" = "$expected" ] || bad "resumed winners: $(winners "$work/b")"
+dups=$(tail -n +2 "$work/b/trials.csv" | cut -d, -f1,2 | sort | uniq -d | wc -l)
+[ "$dups" -eq 0 ] || bad "$dups trials measured twice after the resume"
+rows=$(($(wc -l <"$work/b/trials.csv") - 1))
+[ "$rows" -eq 40 ] || bad "resumed trials.csv has $rows rows"
+echo "killed after $before of 40 trials; resumed to 40"
+
+note "Ctrl-C stops cleanly, exit 130, the journal intact"
+sweep_bg "$work/c" "$work/c.log"
+for _ in $(seq 200); do
+  [ -f "$work/c/trials.csv" ] && [ "$(wc -l <"$work/c/trials.csv")" -ge 10 ] && break
+  sleep 0.05
+done
+kill -INT $pid
+wait $pid
+rc=$?
+[ $rc -eq 130 ] || bad "interrupted sweep exited $rc, not 130"
+grep -q "interrupted" "$work/c.log" || bad "no word of the interrupt"
+tail -c1 "$work/c/trials.csv" | od -c | grep -q '\\n' || bad "journal does not end with a newline"
+sweep "$work/c" >/dev/null 2>&1 || bad "sweep c did not resume"
+[ "$(winners "$work/c")" = "$expected" ] || bad "winners after Ctrl-C and resume"
+
+note "apply: new keys, then the regression rule"
+"$ktune" apply "$work/a" --space "$space" --registry-dir "$work/reg" || bad "apply a"
+reg="$work/reg/ktune-simulated-gpu/sim.yaml"
+[ -f "$reg" ] && [ -f "${reg%.yaml}.h" ] || bad "no registry or header"
+[ "$(grep -c 'config:' "$reg")" -eq 4 ] || bad "registry does not hold 4 entries"
+sum=$(md5sum <"$reg")
+"$ktune" apply "$work/a" --space "$space" --registry-dir "$work/reg" || bad "apply a again"
+[ "$sum" = "$(md5sum <"$reg")" ] || bad "applying the same run twice changed the registry"
+# good_tile4 becomes 0.5% faster than the committed good_tile8 at n=64: within the noise
+KTUNE_SIM_BONUS=good_tile4:0.905 sweep "$work/d" >/dev/null 2>&1 || bad "sweep d"
+"$ktune" apply "$work/d" --space "$space" --registry-dir "$work/reg" >"$work/d.log" 2>&1 || bad "apply d"
+grep -q "n: 64, config: good_tile8" "$reg" || bad "a win within the noise replaced the committed config"
+grep -q "keeps good_tile8 .*not faster beyond" "$work/d.log" || bad "apply d does not say why it kept"
+"$ktune" apply "$work/d" --space "$space" --registry-dir "$work/reg" --force >/dev/null 2>&1 || bad "apply d --force"
+grep -q "n: 64, config: good_tile4" "$reg" || bad "--force did not replace"
+"$ktune" apply "$work/a" --space "$space" --registry-dir "$work/reg" --force >/dev/null 2>&1
+# now a clear win: twice as fast
+KTUNE_SIM_BONUS=good_tile4:0.5 sweep "$work/e" >/dev/null 2>&1 || bad "sweep e"
+"$ktune" apply "$work/e" --space "$space" --registry-dir "$work/reg" >"$work/e.log" 2>&1 || bad "apply e"
+grep -q "n: 64, config: good_tile4" "$reg" || bad "a clear win did not replace"
+grep -q "n: 1000, config: good_tile32" "$reg" || bad "an unchanged key changed"
+"$ktune" emit --space "$space" --registry-dir "$work/reg" --check || bad "header out of sync"
+# a run three times slower with the same winners changes nothing
+sum=$(md5sum <"$reg")
+KTUNE_SIM_SCALE=3 KTUNE_SIM_BONUS=good_tile4:0.5 sweep "$work/f" >/dev/null 2>&1 || bad "sweep f"
+"$ktune" apply "$work/f" --space "$space" --registry-dir "$work/reg" >"$work/f.log" 2>&1 || bad "apply f"
+grep -q "n: 64, config: good_tile4" "$reg" || bad "a slower run worsened n=64"
+[ "$sum" = "$(md5sum <"$reg")" ] || bad "a run with the same winners changed the registry"
+cat "$work/f.log"
+
+note "no device: a clear message, nothing written"
+before=$(find "$work/reg" -type f | xargs md5sum)
+KTUNE_SIM_NO_DEVICE=1 sweep "$work/g" --apply >"$work/g.log" 2>&1
+rc=$?
+cat "$work/g.log"
+[ $rc -eq 2 ] || bad "no device: exit $rc, not 2"
+grep -q "no GPU to sweep on" "$work/g.log" || bad "no device: no clear message"
+[ ! -e "$work/g" ] || bad "no device: a run folder was made"
+[ "$before" = "$(find "$work/reg" -type f | xargs md5sum)" ] || bad "no device: the registry changed"
+
+note "bench: the CSV a family's bench writes"
+"$ktune" bench --space "$space" --worker "$worker" --registry-dir "$work/reg" --out "$work/bench.csv" || bad "bench"
+head -1 "$work/bench.csv" | grep -q '^family,dtype,shape,config,tuned_us,default_us,anchor,anchor_us,gbps,pct_of_ceiling' || bad "bench CSV header"
+[ "$(($(wc -l <"$work/bench.csv") - 1))" -eq 4 ] || bad "bench CSV rows"
+exit $fail

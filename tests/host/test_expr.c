@@ -1,0 +1,101 @@
+/* Constraint expressions: precedence, evaluation, the C they print as, and their errors. */
+#include <string.h>
+
+#include "check.h"
+#include "expr.h"
+
+static int resolve(void *ctx, const char *name, ktune_ref_kind *kind, int *index)
+{
+    (void)ctx;
+    static const char *const params[] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(name, params[i]) == 0) {
+            *kind = KTUNE_REF_PARAM;
+            *index = i;
+            return 0;
+        }
+    if (strcmp(name, "cols") == 0) {
+        *kind = KTUNE_REF_KEY;
+        *index = 1;
+        return 0;
+    }
+    if (strcmp(name, "dtype_bytes") == 0) {
+        *kind = KTUNE_REF_KEY_BYTES;
+        *index = 0;
+        return 0;
+    }
+    if (strcmp(name, "sms") == 0) {
+        *kind = KTUNE_REF_LIMIT;
+        *index = 0;
+        return 0;
+    }
+    return -1;
+}
+
+static long long eval(const char *text)
+{
+    ktune_err err;
+    ktune_expr *e = ktune_expr_parse(text, resolve, NULL, "t.yaml", 1, 1, &err);
+    if (!e) {
+        fprintf(stderr, "parse failed: %s\n", err.msg);
+        return -999999;
+    }
+    const int64_t params[] = {2, 3, 5}, key[] = {1 /* f16 */, 1000}, limits[] = {132, 1024, 0, 0, 90};
+    ktune_expr_env env = {params, key, limits};
+    long long v = ktune_expr_eval(e, &env);
+    ktune_expr_free(e);
+    return v;
+}
+
+static const char *name(void *ctx, ktune_ref_kind kind, int index)
+{
+    (void)ctx;
+    static char buf[32];
+    snprintf(buf, sizeof buf, "%c%d", "pkbl"[kind], index);
+    return buf;
+}
+
+int main(void)
+{
+    CHECK(eval("1 + 2 * 3") == 7);
+    CHECK(eval("(1 + 2) * 3") == 9);
+    CHECK(eval("a * b + c") == 11);
+    CHECK(eval("10 - 4 - 3") == 3);
+    CHECK(eval("17 / 5 % 2") == 1);
+    CHECK(eval("-a + 10") == 8);
+    CHECK(eval("!0 && !(a > b)") == 1);
+    CHECK(eval("a < b && b <= 3 && c >= 5 && c > 4 && a == 2 && a != 3") == 1);
+    CHECK(eval("0 || a == 3 || cols == 1000") == 1);
+    CHECK(eval("1 || 0 && 0") == 1); /* && binds tighter */
+    CHECK(eval("dtype_bytes * 8") == 16);
+    CHECK(eval("sms") == 132);
+    CHECK(eval("cols / (a - 2)") == 0); /* by zero: 0 */
+    CHECK(eval("cols % 0 == 0") == 1);
+
+    ktune_err err;
+    ktune_expr *e = ktune_expr_parse("a * nope <= 4", resolve, NULL, "s.yaml", 7, 9, &err);
+    CHECK(e == NULL);
+    CHECK(strcmp(err.msg, "s.yaml:7:13: unknown name 'nope' (not a parameter of this variant, a "
+                          "key dimension or a device limit)") == 0);
+    e = ktune_expr_parse("a * (b + 1", resolve, NULL, "s.yaml", 2, 3, &err);
+    CHECK(e == NULL && strstr(err.msg, "s.yaml:2:13: expected ')'") == err.msg);
+    e = ktune_expr_parse("a b", resolve, NULL, "s.yaml", 1, 1, &err);
+    CHECK(e == NULL && strstr(err.msg, "s.yaml:1:3: unexpected 'b'") == err.msg);
+    e = ktune_expr_parse("a = 1", resolve, NULL, "s.yaml", 1, 1, &err);
+    CHECK(e == NULL);
+    e = ktune_expr_parse("99999999999999999999", resolve, NULL, "s.yaml", 1, 1, &err);
+    CHECK(e == NULL && strstr(err.msg, "number too large") != NULL);
+    e = ktune_expr_parse("", resolve, NULL, "s.yaml", 1, 1, &err);
+    CHECK(e == NULL && strstr(err.msg, "unexpected end") != NULL);
+
+    e = ktune_expr_parse("a * cols <= 4 * sms || !(c % b == 0)", resolve, NULL, "s", 1, 1, &err);
+    CHECK(e != NULL);
+    CHECK(ktune_expr_uses(e) == ((1u << KTUNE_REF_PARAM) | (1u << KTUNE_REF_KEY) | (1u << KTUNE_REF_LIMIT)));
+    ktune_buf c = {0};
+    ktune_expr_print_c(e, &c, name, NULL);
+    CHECK(strcmp(c.data, "(((p0 * k1) <= (4LL * l0)) || (!((p1 ? p2 % p1 : 0) == 0LL)))") == 0);
+    printf("printed: %s\n", c.data);
+    ktune_buf_free(&c);
+    ktune_expr_free(e);
+    return check_report("test_expr");
+}

@@ -1,0 +1,128 @@
+/* The selection policy on synthetic tables: table choice, exact, nearest without crossing a
+ * variant's limit, default order, KTUNE_FORCE, the untuned-keys file. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "select.h"
+
+/* variant 0 ("v") is valid while n <= 1000 * tile; variant 1 ("w") always */
+static int valid(int variant, const int64_t *p, const int64_t *k, const ktune_device *d)
+{
+    (void)d;
+    return variant == 1 || k[1] <= 1000 * p[0];
+}
+
+static const ktune_instance instances[] = {
+    {"v_tile1", 0, {1}, NULL},
+    {"v_tile2", 0, {2}, NULL},
+    {"w_any", 1, {0}, NULL},
+};
+static const char *const key_names[] = {"dtype", "n"};
+static const ktune_dim_kind key_kinds[] = {KTUNE_DIM_DTYPE, KTUNE_DIM_INT};
+static const ktune_row rows_a[] = {
+    {{KTUNE_F16, 64}, "v_tile2", 1.0f, 2.0f},
+    {{KTUNE_F16, 1000}, "v_tile1", 3.0f, 4.0f},
+    {{KTUNE_F16, 4096}, "not_compiled_in", 5.0f, 6.0f},
+    {{KTUNE_BF16, 64}, "w_any", 7.0f, 8.0f},
+};
+static const ktune_row rows_b[] = {{{KTUNE_F16, 64}, "w_any", 9.0f, 9.5f}};
+static const ktune_table table_a = {"Dev A", 100, 90, rows_a, 4};
+static const ktune_table table_b = {"Dev B", 50, 80, rows_b, 1};
+static const ktune_table *const tables[] = {&table_a, &table_b};
+static const char *const defaults[] = {"v_tile1", "w_any"};
+static const ktune_family fam = {"fam", 2, key_names, key_kinds, tables, 2, instances, 3,
+                                 defaults, 2, valid};
+
+static const char *pick(const ktune_device *d, int64_t dtype, int64_t n, ktune_reason *reason,
+                        ktune_status *status)
+{
+    const int64_t key[KTUNE_MAX_KEY] = {dtype, n};
+    ktune_choice c;
+    int i = -1;
+    *status = ktune_select(&fam, key, d, &i, &c);
+    *reason = c.reason;
+    printf("%-8s n=%-5lld -> %-8s %s\n", ktune_dtype_name(dtype), (long long)n,
+           *status == KTUNE_OK ? instances[i].name : "error", c.why);
+    return *status == KTUNE_OK ? instances[i].name : "";
+}
+
+static int lines_in(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    int n = 0, ch;
+    if (!f)
+        return 0;
+    while ((ch = fgetc(f)) != EOF)
+        n += ch == '\n';
+    fclose(f);
+    return n;
+}
+
+int main(void)
+{
+    ktune_device a = {"Dev A", 100, 90, 1024, 0, 0}, a_cut = {"Dev A", 90, 90, 1024, 0, 0},
+                 c = {"Dev C", 60, 80, 1024, 0, 0}, none = {"Dev D", 10, 70, 1024, 0, 0};
+    ktune_reason r;
+    ktune_status st;
+    char untuned[] = "/tmp/ktune-untuned-XXXXXX";
+    int fd = mkstemp(untuned);
+    close(fd);
+    setenv("KTUNE_UNTUNED_FILE", untuned, 1);
+    setenv("KTUNE_LOG", "quiet", 1);
+    ktune_select_reset();
+
+    CHECK(strcmp(pick(&a, KTUNE_F16, 64, &r, &st), "v_tile2") == 0 && r == KTUNE_REASON_EXACT);
+    CHECK(strcmp(pick(&a, KTUNE_F16, 1000, &r, &st), "v_tile1") == 0 && r == KTUNE_REASON_EXACT);
+    /* same name, other SM count: the table of the same architecture still serves */
+    CHECK(strcmp(pick(&a_cut, KTUNE_F16, 64, &r, &st), "v_tile2") == 0 && r == KTUNE_REASON_EXACT);
+    /* another device of cc 80 gets Dev B's table */
+    CHECK(strcmp(pick(&c, KTUNE_F16, 64, &r, &st), "w_any") == 0 && r == KTUNE_REASON_EXACT);
+    /* nearest by log distance: 100 is nearer 64 than 1000 */
+    CHECK(strcmp(pick(&a, KTUNE_F16, 100, &r, &st), "v_tile2") == 0 && r == KTUNE_REASON_NEAREST);
+    CHECK(strcmp(pick(&a, KTUNE_F16, 700, &r, &st), "v_tile1") == 0 && r == KTUNE_REASON_NEAREST);
+    /* 1500 is nearest 1000, but v_tile1 stops at 1000: the next nearest valid row, 64's v_tile2 */
+    CHECK(strcmp(pick(&a, KTUNE_F16, 1500, &r, &st), "v_tile2") == 0 && r == KTUNE_REASON_NEAREST);
+    /* 5000: no row's config holds it: defaults in order, v_tile1 is out, w_any */
+    CHECK(strcmp(pick(&a, KTUNE_F16, 5000, &r, &st), "w_any") == 0 && r == KTUNE_REASON_DEFAULT);
+    /* a row of 4096 whose config is not compiled in does not count */
+    CHECK(strcmp(pick(&a, KTUNE_F16, 4096, &r, &st), "w_any") == 0 && r == KTUNE_REASON_DEFAULT);
+    /* dtypes never mix: f32 has no rows */
+    CHECK(strcmp(pick(&a, KTUNE_F32, 64, &r, &st), "v_tile1") == 0 && r == KTUNE_REASON_DEFAULT);
+    /* no table for cc 70: defaults in order */
+    CHECK(strcmp(pick(&none, KTUNE_F16, 50, &r, &st), "v_tile1") == 0 && r == KTUNE_REASON_DEFAULT);
+    CHECK(strcmp(pick(&none, KTUNE_F16, 5000, &r, &st), "w_any") == 0 && r == KTUNE_REASON_DEFAULT);
+    /* each untuned key is recorded once: 100, 700, 1500, 5000, 4096, f32 64, 50 */
+    pick(&a, KTUNE_F16, 1500, &r, &st);
+    pick(&none, KTUNE_F16, 50, &r, &st);
+    CHECK(lines_in(untuned) == 7);
+
+    setenv("KTUNE_FORCE", "other=zzz,fam=v_tile2", 1);
+    ktune_select_reset();
+    CHECK(strcmp(pick(&a, KTUNE_F16, 64, &r, &st), "v_tile2") == 0 && r == KTUNE_REASON_FORCED);
+    pick(&a, KTUNE_F16, 5000, &r, &st);
+    CHECK(st == KTUNE_ERROR_FORCED_CONFIG);
+    setenv("KTUNE_FORCE", "fam=missing", 1);
+    ktune_select_reset();
+    pick(&a, KTUNE_F16, 64, &r, &st);
+    CHECK(st == KTUNE_ERROR_FORCED_CONFIG);
+    unsetenv("KTUNE_FORCE");
+
+    /* nothing valid at all */
+    static const char *const only_v[] = {"v_tile1"};
+    ktune_family narrow = fam;
+    narrow.defaults = only_v;
+    narrow.ndefaults = 1;
+    narrow.ntables = 0;
+    ktune_select_reset();
+    const int64_t key[KTUNE_MAX_KEY] = {KTUNE_F16, 100000};
+    int i;
+    CHECK(ktune_select(&narrow, key, &a, &i, NULL) == KTUNE_ERROR_NO_CONFIG);
+
+    CHECK(strcmp(ktune_status_string(KTUNE_ERROR_NO_CONFIG), "no configuration is valid for this shape") == 0);
+    CHECK(strcmp(ktune_reason_string(KTUNE_REASON_NEAREST), "nearest") == 0);
+    unlink(untuned);
+    return check_report("test_select");
+}

@@ -1,0 +1,74 @@
+/* The softmax space: expansion counts, shape grid, defaults, and the generated C validity check
+ * (softmax_space.h) agreeing with the interpreter on every config, shape and device. */
+#include <string.h>
+
+#include "check.h"
+#include "softmax_space.h"
+#include "space.h"
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_space spaces/softmax.yaml\n");
+        return 2;
+    }
+    ktune_space s;
+    ktune_err err;
+    if (ktune_space_load(argv[1], &s, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    int per_variant[4] = {0};
+    for (int i = 0; i < s.nconfigs; i++)
+        per_variant[s.configs[i].variant]++;
+    /* vec: 18 (vec, iters) pairs with vec*iters <= 32, x 3 warps; block: 15 + 15 + 15 + 13;
+     * online: 3 x 4 x 2; cluster: 23 (threads, vec, iters) triples x 4 cluster sizes */
+    CHECK(s.nvariants == 4);
+    CHECK(per_variant[0] == 54 && per_variant[1] == 58 && per_variant[2] == 24 && per_variant[3] == 92);
+    CHECK(s.nconfigs == 228);
+    /* cols 32..131072 (13 values) x rows {1, 32, 1024, 8192, 65536} with rows*cols <= 2^27,
+     * x 3 dtypes: (13 + 13 + 13 + 10 + 7) x 3 */
+    CHECK(s.nshapes == 168);
+    CHECK(s.ndefaults == 2 && strcmp(s.configs[s.defaults[0]].name, "vec_vec1_iters32_warps4") == 0);
+    for (int i = 1; i < s.nconfigs; i++)
+        CHECK(strcmp(s.configs[i - 1].name, s.configs[i].name) < 0);
+    for (int i = 1; i < s.nshapes; i++)
+        CHECK(ktune_space_key_compare(&s, s.shapes[i - 1].key, s.shapes[i].key) < 0);
+
+    const ktune_device devices[2] = {{"H", 132, 90, 1024, 232448, 52428800},
+                                     {"A", 108, 80, 512, 166912, 41943040}};
+    long agree = 0, disagree = 0, valid = 0;
+    for (int dv = 0; dv < 2; dv++) {
+        const ktune_device *d = &devices[dv];
+        const int64_t limits[KTUNE_NLIMITS] = {d->sms, d->max_threads, d->smem_per_block,
+                                               d->l2_bytes, d->cc};
+        for (int c = 0; c < s.nconfigs; c++)
+            for (int k = 0; k < s.nshapes; k++) {
+                const ktune_space_config *cfg = &s.configs[c];
+                int interpreted = ktune_space_valid(&s, cfg, s.shapes[k].key, limits);
+                int generated = ktune_softmax_valid(cfg->variant, cfg->params, s.shapes[k].key, d);
+                if (interpreted == generated)
+                    agree++;
+                else if (disagree++ < 5)
+                    fprintf(stderr, "disagree: %s\n", cfg->name);
+                valid += generated;
+            }
+    }
+    CHECK(disagree == 0);
+    CHECK(valid > 0 && valid < agree);
+    printf("%ld (config, shape, device) validity checks agree, %ld valid\n", agree, valid);
+
+    /* every shape has a valid default on both devices; only online on cc 80 beyond 1024 */
+    for (int k = 0; k < s.nshapes; k++) {
+        const int64_t limits[KTUNE_NLIMITS] = {132, 1024, 232448, 52428800, 90};
+        CHECK(ktune_space_default_for(&s, s.shapes[k].key, limits) >= 0);
+    }
+    int64_t key[KTUNE_MAX_KEY];
+    CHECK(ktune_space_key_parse(&s, "cols=7 dtype=bf16 rows=3", key, &err) == 0 && key[0] == 2 &&
+          key[1] == 3 && key[2] == 7);
+    CHECK(ktune_space_key_parse(&s, "dtype=f64 rows=3 cols=7", key, &err) != 0);
+    CHECK(ktune_space_key_parse(&s, "dtype=f16 rows=3", key, &err) != 0 &&
+          strstr(err.msg, "cols is missing") != NULL);
+    ktune_space_free(&s);
+    return check_report("test_space");
+}

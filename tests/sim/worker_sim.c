@@ -1,0 +1,104 @@
+/* The simulated backend: a worker that speaks the sweep protocol without a GPU, so that the
+ * sweep's orchestration runs in CI. Its configs misbehave on purpose, by variant:
+ *   good_tile<T>    ok; time n / T + 1.5 T microseconds (one best tile a shape)
+ *   crash_code<S>   raises signal S
+ *   hang_seconds<S> sleeps S seconds without answering
+ *   wrong_delta<D>  its sum of 1..n is off by D: recorded wrong
+ *   oom_mb<M>       answers failed, out of memory
+ * Environment: KTUNE_SIM_DELAY_MS (sleep before each answer), KTUNE_SIM_BONUS=<config>:<factor>
+ * (scales one config's time), KTUNE_SIM_SCALE=<factor> (scales every time),
+ * KTUNE_SIM_NO_DEVICE=1 (behaves like a host without a GPU). */
+#define _POSIX_C_SOURCE 200809L
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void sleep_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+/* Time of config for n, or a negative number for a config that is not "good". */
+static double sim_time(const char *config, long long n)
+{
+    int tile;
+    if (sscanf(config, "good_tile%d", &tile) != 1 || tile < 1)
+        return -1;
+    double us = (double)n / tile + 1.5 * tile;
+    if (getenv("KTUNE_SIM_SCALE"))
+        us *= atof(getenv("KTUNE_SIM_SCALE"));
+    const char *bonus = getenv("KTUNE_SIM_BONUS");
+    if (bonus) {
+        const char *colon = strchr(bonus, ':');
+        if (colon && (size_t)(colon - bonus) == strlen(config) &&
+            strncmp(bonus, config, strlen(config)) == 0)
+            us *= atof(colon + 1);
+    }
+    return us;
+}
+
+int main(void)
+{
+    if (getenv("KTUNE_SIM_NO_DEVICE")) {
+        printf("E no usable CUDA device 0: no CUDA-capable device is detected (simulated)\n");
+        return 2;
+    }
+    long delay = getenv("KTUNE_SIM_DELAY_MS") ? atol(getenv("KTUNE_SIM_DELAY_MS")) : 0;
+    printf("H 132 90 1024 232448 52428800 13.0 13.0 ktune simulated GPU\n");
+    fflush(stdout);
+    char line[8192];
+    while (fgets(line, sizeof line, stdin)) {
+        char *save = NULL;
+        char *cmd = strtok_r(line, " \n", &save);
+        if (!cmd || strcmp(cmd, "Q") == 0)
+            break;
+        long id = atol(strtok_r(NULL, " \n", &save));
+        if (delay)
+            sleep_ms(delay);
+        if (strcmp(cmd, "T") == 0) {
+            char *config = strtok_r(NULL, " \n", &save);
+            long long n = atoll(strtok_r(NULL, " \n", &save));
+            int arg;
+            double us = sim_time(config, n);
+            if (us >= 0) {
+                printf("R %ld ok %.4f 0.00100 7\n", id, us);
+            } else if (sscanf(config, "crash_code%d", &arg) == 1) {
+                raise(arg);
+                return 1;
+            } else if (sscanf(config, "hang_seconds%d", &arg) == 1) {
+                sleep((unsigned)arg);
+                return 1;
+            } else if (sscanf(config, "wrong_delta%d", &arg) == 1) {
+                long long sum = 0;
+                for (long long i = 1; i <= n; i++)
+                    sum += i;
+                sum += arg;
+                printf("R %ld wrong 0 0 0 sum of 1..%lld is %lld; expected %lld\n", id, n, sum,
+                       n * (n + 1) / 2);
+            } else if (sscanf(config, "oom_mb%d", &arg) == 1) {
+                printf("R %ld failed 0 0 0 preparing the inputs: out of memory\n", id);
+            } else {
+                printf("R %ld invalid 0 0 0 %s is not compiled into this worker\n", id, config);
+            }
+        } else if (strcmp(cmd, "M") == 0) {
+            long long n = atoll(strtok_r(NULL, " \n", &save));
+            printf("R %ld ok", id);
+            for (char *c = strtok_r(NULL, " \n", &save); c; c = strtok_r(NULL, " \n", &save))
+                printf(" %.4f 0.00100", sim_time(c, n));
+            printf("\n");
+        } else if (strcmp(cmd, "B") == 0) {
+            long long n = atoll(strtok_r(NULL, " \n", &save));
+            char *tuned = strtok_r(NULL, " \n", &save), *def = strtok_r(NULL, " \n", &save);
+            printf("R %ld ok %.4f 0.00100 %.4f 0.00100 %.4f 0.00100 3000.00 %.0f\n", id,
+                   sim_time(tuned, n), sim_time(def, n), n / 10.0, 8.0 * n);
+        } else {
+            printf("R %ld failed 0 0 0 unknown request\n", id);
+        }
+        fflush(stdout);
+    }
+    return 0;
+}
