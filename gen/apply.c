@@ -88,22 +88,28 @@ int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_p
         ktune_entry e;
         memset(&e, 0, sizeof e);
         memcpy(e.key, win->key, sizeof e.key);
+        e.run = run_id;
+        const ktune_final_row *committed = NULL, *def = NULL;
+        for (int j = i; j < i + win->of && j < nrows; j++) {
+            if (rows[j].is_default)
+                def = &rows[j];
+            if (rows[j].is_committed)
+                committed = &rows[j];
+        }
+        /* the default stays unless the winner beats it beyond the noise */
+        if (def && def != win &&
+            win->us >= def->us * (1 - fmax(KTUNE_NOISE_FLOOR, 2 * fmax(win->spread, def->spread))))
+            win = def;
         snprintf(e.config, sizeof e.config, "%s", win->config);
         e.us = win->us;
         e.spread = win->spread;
-        e.default_us = win->us;
-        e.run = run_id;
-        const ktune_final_row *committed = NULL;
-        for (int j = i; j < i + win->of && j < nrows; j++) {
-            if (rows[j].is_default)
-                e.default_us = rows[j].us;
-            if (rows[j].is_committed)
-                committed = &rows[j];
-            if (j > i && e.nrunner_ups < KTUNE_RUNNER_UPS) {
-                ktune_runner_up *r = &e.runner_ups[e.nrunner_ups++];
-                snprintf(r->config, sizeof r->config, "%s", rows[j].config);
-                r->us = rows[j].us;
-            }
+        e.default_us = def ? def->us : win->us;
+        for (int j = i; j < i + rows[i].of && j < nrows && e.nrunner_ups < KTUNE_RUNNER_UPS; j++) {
+            if (&rows[j] == win)
+                continue;
+            ktune_runner_up *r = &e.runner_ups[e.nrunner_ups++];
+            snprintf(r->config, sizeof r->config, "%s", rows[j].config);
+            r->us = rows[j].us;
         }
         int at = ktune_registry_find(&reg, s, win->key);
         char why[512];

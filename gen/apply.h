@@ -6,8 +6,9 @@
 
 #include "registry.h"
 
-/* The noise floor of the replacement rule: a new winner replaces a committed config only when it
- * is faster by more than max(KTUNE_NOISE_FLOOR, 2 x the larger relative spread of the two). */
+/* The noise floor of the replacement rule: a new winner replaces a committed config (and, for a
+ * new key, the family default) only when it is faster, in the same run, by more than
+ * max(KTUNE_NOISE_FLOOR, 2 x the larger relative spread of the two). */
 #define KTUNE_NOISE_FLOOR 0.01
 
 typedef struct {

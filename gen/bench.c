@@ -66,6 +66,10 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
             ktune_fail(err, "bench of %s %s failed: %s", shape, e->config, reply);
             goto cleanup;
         }
+        if (def == ktune_space_find_config(s, e->config)) {
+            du = tu; /* the same config: one measurement, not two draws of the noise */
+            ds = ts;
+        }
         const char *dt = dtype_dim >= 0 ? ktune_dtype_name(e->key[dtype_dim]) : "-";
         double gbps = bytes / (tu * 1e3), pct = 100 * gbps / ceil_gbps;
         ktune_buf_printf(&csv, "%s,%s,%s,%s,%.4f,%.4f,copy,%.4f,%.1f,%.1f,%s,%.4f,%.1f,%.0f,%.5f\n",

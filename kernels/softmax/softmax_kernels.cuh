@@ -34,27 +34,33 @@ template <typename T, int VEC> struct alignas(sizeof(T) * VEC) pack {
     T v[VEC];
 };
 
-/* VEC elements from idx on; -inf past the end of the row. */
+/* VEC elements from idx on, as stored; -inf past the end of the row. */
+template <typename T, int VEC>
+__device__ __forceinline__ pack<T, VEC> load_raw(const T *row, int64_t idx, int cols, bool aligned)
+{
+    pack<T, VEC> p;
+    if (aligned) {
+        if (idx < cols)
+            return *reinterpret_cast<const pack<T, VEC> *>(row + idx);
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            p.v[j] = from_float<T>(-INFINITY);
+        return p;
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+        p.v[j] = idx + j < cols ? row[idx + j] : from_float<T>(-INFINITY);
+    return p;
+}
+
 template <typename T, int VEC>
 __device__ __forceinline__ void load(const T *row, int64_t idx, int cols, bool aligned,
                                      float (&out)[VEC])
 {
-    if (aligned) {
-        if (idx < cols) {
-            pack<T, VEC> p = *reinterpret_cast<const pack<T, VEC> *>(row + idx);
-#pragma unroll
-            for (int j = 0; j < VEC; j++)
-                out[j] = to_float(p.v[j]);
-        } else {
-#pragma unroll
-            for (int j = 0; j < VEC; j++)
-                out[j] = -INFINITY;
-        }
-        return;
-    }
+    const pack<T, VEC> p = load_raw<T, VEC>(row, idx, cols, aligned);
 #pragma unroll
     for (int j = 0; j < VEC; j++)
-        out[j] = idx + j < cols ? to_float(row[idx + j]) : -INFINITY;
+        out[j] = to_float(p.v[j]);
 }
 
 template <typename T, int VEC>
@@ -128,34 +134,38 @@ template <int THREADS> __device__ __forceinline__ float block_sum(float v, float
     return v;
 }
 
-/* Row in registers: max, exponentials, sum, scaled store. ELEMS(it) gives the index of the
- * it-th vector of this thread. */
+/* Row in registers, as stored (16-bit types take half the registers of fp32): max, sum of
+ * exponentials, then the exponentials again, scaled, stored. index(it) gives the element index of
+ * the it-th vector of this thread. */
 template <typename T, int VEC, int ITERS, typename Index, typename Max, typename Sum>
 __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, bool aligned,
                                                  Index index, Max reduce_max, Sum reduce_sum)
 {
-    float v[ITERS][VEC];
+    pack<T, VEC> raw[ITERS];
     float m = -INFINITY;
 #pragma unroll
     for (int it = 0; it < ITERS; it++) {
-        load<T, VEC>(xr, index(it), cols, aligned, v[it]);
+        raw[it] = load_raw<T, VEC>(xr, index(it), cols, aligned);
 #pragma unroll
         for (int j = 0; j < VEC; j++)
-            m = fmaxf(m, v[it][j]);
+            m = fmaxf(m, to_float(raw[it].v[j]));
     }
     m = reduce_max(m);
     float s = 0.f;
 #pragma unroll
     for (int it = 0; it < ITERS; it++)
 #pragma unroll
-        for (int j = 0; j < VEC; j++) {
-            v[it][j] = __expf(v[it][j] - m);
-            s += v[it][j];
-        }
+        for (int j = 0; j < VEC; j++)
+            s += __expf(to_float(raw[it].v[j]) - m);
     const float inv = 1.f / reduce_sum(s);
 #pragma unroll
-    for (int it = 0; it < ITERS; it++)
-        store<T, VEC>(yr, index(it), cols, aligned, v[it], inv);
+    for (int it = 0; it < ITERS; it++) {
+        float e[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            e[j] = __expf(to_float(raw[it].v[j]) - m);
+        store<T, VEC>(yr, index(it), cols, aligned, e, inv);
+    }
 }
 
 template <typename T, int VEC, int ITERS, int WARPS>
