@@ -10,6 +10,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "ktune/ktune.h"
 
 namespace ktune_softmax_impl {
@@ -63,24 +65,45 @@ __device__ __forceinline__ void load(const T *row, int64_t idx, int cols, bool a
         out[j] = to_float(p.v[j]);
 }
 
+/* VEC floats times scale, converted; 16-bit types two at a time (the packed conversion keeps the
+ * conversion off the pipe the exponentials use). */
+template <typename T, int VEC>
+__device__ __forceinline__ pack<T, VEC> convert(const float (&in)[VEC], float scale)
+{
+    pack<T, VEC> p;
+    int j = 0;
+    if constexpr (sizeof(T) == 2) {
+        for (; j + 1 < VEC; j += 2) {
+            if constexpr (std::is_same<T, __half>::value) {
+                const __half2 h = __floats2half2_rn(in[j] * scale, in[j + 1] * scale);
+                p.v[j] = __low2half(h);
+                p.v[j + 1] = __high2half(h);
+            } else {
+                const __nv_bfloat162 h = __floats2bfloat162_rn(in[j] * scale, in[j + 1] * scale);
+                p.v[j] = __low2bfloat16(h);
+                p.v[j + 1] = __high2bfloat16(h);
+            }
+        }
+    }
+    for (; j < VEC; j++)
+        p.v[j] = from_float<T>(in[j] * scale);
+    return p;
+}
+
 template <typename T, int VEC>
 __device__ __forceinline__ void store(T *row, int64_t idx, int cols, bool aligned,
                                       const float (&in)[VEC], float scale)
 {
+    const pack<T, VEC> p = convert<T, VEC>(in, scale);
     if (aligned) {
-        if (idx < cols) {
-            pack<T, VEC> p;
-#pragma unroll
-            for (int j = 0; j < VEC; j++)
-                p.v[j] = from_float<T>(in[j] * scale);
+        if (idx < cols)
             *reinterpret_cast<pack<T, VEC> *>(row + idx) = p;
-        }
         return;
     }
 #pragma unroll
     for (int j = 0; j < VEC; j++)
         if (idx + j < cols)
-            row[idx + j] = from_float<T>(in[j] * scale);
+            row[idx + j] = p.v[j];
 }
 
 __device__ __forceinline__ float warp_max(float v)
@@ -134,38 +157,34 @@ template <int THREADS> __device__ __forceinline__ float block_sum(float v, float
     return v;
 }
 
-/* Row in registers, as stored (16-bit types take half the registers of fp32): max, sum of
- * exponentials, then the exponentials again, scaled, stored. index(it) gives the element index of
- * the it-th vector of this thread. */
+/* Row in registers: max, exponentials (one each), sum, scaled store. index(it) gives the
+ * element index of the it-th vector of this thread. */
 template <typename T, int VEC, int ITERS, typename Index, typename Max, typename Sum>
 __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, bool aligned,
                                                  Index index, Max reduce_max, Sum reduce_sum)
 {
-    pack<T, VEC> raw[ITERS];
+    float v[ITERS][VEC];
     float m = -INFINITY;
 #pragma unroll
     for (int it = 0; it < ITERS; it++) {
-        raw[it] = load_raw<T, VEC>(xr, index(it), cols, aligned);
+        load<T, VEC>(xr, index(it), cols, aligned, v[it]);
 #pragma unroll
         for (int j = 0; j < VEC; j++)
-            m = fmaxf(m, to_float(raw[it].v[j]));
+            m = fmaxf(m, v[it][j]);
     }
     m = reduce_max(m);
     float s = 0.f;
 #pragma unroll
     for (int it = 0; it < ITERS; it++)
 #pragma unroll
-        for (int j = 0; j < VEC; j++)
-            s += __expf(to_float(raw[it].v[j]) - m);
+        for (int j = 0; j < VEC; j++) {
+            v[it][j] = __expf(v[it][j] - m);
+            s += v[it][j];
+        }
     const float inv = 1.f / reduce_sum(s);
 #pragma unroll
-    for (int it = 0; it < ITERS; it++) {
-        float e[VEC];
-#pragma unroll
-        for (int j = 0; j < VEC; j++)
-            e[j] = __expf(to_float(raw[it].v[j]) - m);
-        store<T, VEC>(yr, index(it), cols, aligned, e, inv);
-    }
+    for (int it = 0; it < ITERS; it++)
+        store<T, VEC>(yr, index(it), cols, aligned, v[it], inv);
 }
 
 template <typename T, int VEC, int ITERS, int WARPS>
