@@ -9,6 +9,12 @@
 
 #include "sweep.h"
 
+double ktune_apply_noise(double us, double spread_a, double spread_b)
+{
+    return fmax(fmax(KTUNE_NOISE_FLOOR, 2 * fmax(spread_a, spread_b)),
+                us > 0 ? KTUNE_NOISE_FLOOR_US / us : 0);
+}
+
 int ktune_registry_path_for_run(const ktune_space *s, const char *run_dir,
                                 const char *registry_dir, char *out, size_t size, ktune_err *err)
 {
@@ -98,7 +104,7 @@ int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_p
         }
         /* the default stays unless the winner beats it beyond the noise */
         if (def && def != win &&
-            win->us >= def->us * (1 - fmax(KTUNE_NOISE_FLOOR, 2 * fmax(win->spread, def->spread))))
+            win->us >= def->us * (1 - ktune_apply_noise(def->us, win->spread, def->spread)))
             win = def;
         snprintf(e.config, sizeof e.config, "%s", win->config);
         e.us = win->us;
@@ -123,7 +129,7 @@ int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_p
             take = 1;
             snprintf(why, sizeof why, "--force");
         } else if (committed) {
-            double noise = fmax(KTUNE_NOISE_FLOOR, 2 * fmax(win->spread, committed->spread));
+            double noise = ktune_apply_noise(committed->us, win->spread, committed->spread);
             take = win->us < committed->us * (1 - noise);
             snprintf(why, sizeof why, "%.3f us vs the committed %s at %.3f us in this run: %s %.1f%% noise",
                      win->us, committed->config, committed->us,

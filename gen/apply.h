@@ -6,10 +6,14 @@
 
 #include "registry.h"
 
-/* The noise floor of the replacement rule: a new winner replaces a committed config (and, for a
- * new key, the family default) only when it is faster, in the same run, by more than
- * max(KTUNE_NOISE_FLOOR, 2 x the larger relative spread of the two). */
+/* The replacement rule: a new winner replaces a committed config (and, for a new key, the family
+ * default) only when it is faster, in the same run, by more than the noise: the largest of
+ * KTUNE_NOISE_FLOOR, twice the larger relative spread of the two, and KTUNE_NOISE_FLOOR_US over
+ * the time (launch jitter, which dominates kernels of a few microseconds). */
 #define KTUNE_NOISE_FLOOR 0.01
+#define KTUNE_NOISE_FLOOR_US 0.15
+
+double ktune_apply_noise(double us, double spread_a, double spread_b);
 
 typedef struct {
     int added, replaced, kept;

@@ -71,9 +71,9 @@ template <typename T, int VEC>
 __device__ __forceinline__ pack<T, VEC> convert(const float (&in)[VEC], float scale)
 {
     pack<T, VEC> p;
-    int j = 0;
-    if constexpr (sizeof(T) == 2) {
-        for (; j + 1 < VEC; j += 2) {
+    if constexpr (sizeof(T) == 2 && VEC % 2 == 0) {
+#pragma unroll
+        for (int j = 0; j < VEC; j += 2) {
             if constexpr (std::is_same<T, __half>::value) {
                 const __half2 h = __floats2half2_rn(in[j] * scale, in[j + 1] * scale);
                 p.v[j] = __low2half(h);
@@ -84,9 +84,11 @@ __device__ __forceinline__ pack<T, VEC> convert(const float (&in)[VEC], float sc
                 p.v[j + 1] = __high2bfloat16(h);
             }
         }
+    } else {
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            p.v[j] = from_float<T>(in[j] * scale);
     }
-    for (; j < VEC; j++)
-        p.v[j] = from_float<T>(in[j] * scale);
     return p;
 }
 
@@ -339,6 +341,111 @@ __global__ void __launch_bounds__(THREADS)
 #endif
 }
 
+/* A block's max or sum, then across the blocks of its cluster through distributed shared
+ * memory (slot: one float of this block's shared memory). */
+template <int CTAS, int THREADS, bool IS_MAX>
+__device__ __forceinline__ float cluster_reduce(float v, float *smem, float *slot)
+{
+    v = IS_MAX ? block_max<THREADS>(v, smem) : block_sum<THREADS>(v, smem);
+    if constexpr (CTAS > 1) {
+        namespace cg = cooperative_groups;
+        cg::cluster_group cluster = cg::this_cluster();
+        if (threadIdx.x == 0)
+            *slot = v;
+        cluster.sync();
+        float r = IS_MAX ? -INFINITY : 0.f;
+#pragma unroll
+        for (int c = 0; c < CTAS; c++) {
+            const float p = *cluster.map_shared_rank(slot, c);
+            r = IS_MAX ? fmaxf(r, p) : r + p;
+        }
+        return r;
+    }
+    return v;
+}
+
+/* Row staged in shared memory by asynchronous 16-byte copies (no registers held while the loads
+ * are in flight), spread over a cluster of CTAS blocks when it is long: block b holds elements
+ * [b * chunk, (b + 1) * chunk). Max and sum go through distributed shared memory. */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+
+template <typename T, int CTAS, int THREADS>
+__global__ void __launch_bounds__(THREADS, 1)
+    smem_kernel(const T *x, T *y, int64_t rows, int cols, int chunk, bool aligned)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    namespace cg = cooperative_groups;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __shared__ float red[32];
+    __shared__ float part[2];
+    constexpr int E = 16 / sizeof(T); /* elements a 16-byte copy */
+    T *buf = reinterpret_cast<T *>(smem_raw);
+    (void)rows;
+    int rank = 0;
+    if constexpr (CTAS > 1)
+        rank = (int)cg::this_cluster().block_rank();
+    const int64_t row = blockIdx.x / CTAS;
+    const int tid = threadIdx.x;
+    const int begin = rank * chunk;
+    const int n = max(0, min(chunk, cols - begin));
+    const T *src = x + row * cols + begin;
+    T *dst = y + row * cols + begin;
+    const int nv = n / E;
+    if (aligned) {
+        for (int i = tid; i < nv; i += THREADS)
+            cp_async16(buf + i * E, src + i * E);
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+    } else {
+        for (int i = tid; i < nv * E; i += THREADS)
+            buf[i] = src[i];
+    }
+    for (int i = nv * E + tid; i < n; i += THREADS)
+        buf[i] = src[i];
+    __syncthreads();
+
+    const pack<T, E> *vbuf = reinterpret_cast<const pack<T, E> *>(buf);
+    float m = -INFINITY;
+    for (int i = tid; i < nv; i += THREADS) {
+        const pack<T, E> p = vbuf[i];
+#pragma unroll
+        for (int j = 0; j < E; j++)
+            m = fmaxf(m, to_float(p.v[j]));
+    }
+    for (int i = nv * E + tid; i < n; i += THREADS)
+        m = fmaxf(m, to_float(buf[i]));
+    m = cluster_reduce<CTAS, THREADS, true>(m, red, &part[0]);
+    float s = 0.f;
+    for (int i = tid; i < nv; i += THREADS) {
+        const pack<T, E> p = vbuf[i];
+#pragma unroll
+        for (int j = 0; j < E; j++)
+            s += __expf(to_float(p.v[j]) - m);
+    }
+    for (int i = nv * E + tid; i < n; i += THREADS)
+        s += __expf(to_float(buf[i]) - m);
+    const float inv = 1.f / cluster_reduce<CTAS, THREADS, false>(s, red, &part[1]);
+    for (int i = tid; i < nv; i += THREADS) {
+        const pack<T, E> p = vbuf[i];
+        float e[E];
+#pragma unroll
+        for (int j = 0; j < E; j++)
+            e[j] = __expf(to_float(p.v[j]) - m);
+        store<T, E>(dst, (int64_t)i * E, n, aligned, e, inv);
+    }
+    for (int i = nv * E + tid; i < n; i += THREADS)
+        dst[i] = from_float<T>(__expf(to_float(buf[i]) - m) * inv);
+    if constexpr (CTAS > 1)
+        cg::this_cluster().sync(); /* no block leaves while another still reads its shared memory */
+#else
+    (void)x, (void)y, (void)rows, (void)cols, (void)chunk, (void)aligned;
+    __trap();
+#endif
+}
+
 template <typename T, int VEC> static bool is_aligned(const void *x, const void *y, int64_t cols)
 {
     const uintptr_t a = sizeof(T) * VEC;
@@ -420,6 +527,54 @@ template <int CTAS, int THREADS, int VEC, int ITERS> struct cluster_launcher {
         return cudaLaunchKernelEx(&config, cluster_kernel<T, CTAS, THREADS, VEC, ITERS>,
                                   (const T *)x, (T *)y, rows, (int)cols,
                                   is_aligned<T, VEC>(x, y, cols));
+    }
+};
+
+template <int CTAS, int THREADS> struct smem_launcher {
+    template <typename T>
+    static cudaError_t run(const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
+    {
+        cudaError_t e = check_shape(rows, cols, rows * CTAS);
+        if (e != cudaSuccess)
+            return e;
+        constexpr int E = 16 / sizeof(T);
+        const int64_t chunk = ((cols + CTAS - 1) / CTAS + E - 1) / E * E;
+        const size_t bytes = (size_t)chunk * sizeof(T);
+        static int optin = -1; /* the device's opt-in maximum, set on the kernel once */
+        if (optin < 0) {
+            int device = 0;
+            e = cudaGetDevice(&device);
+            if (e == cudaSuccess)
+                e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+            if (e == cudaSuccess)
+                e = cudaFuncSetAttribute(smem_kernel<T, CTAS, THREADS>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         optin - 1024);
+            if (e == cudaSuccess && CTAS > 8)
+                e = cudaFuncSetAttribute(smem_kernel<T, CTAS, THREADS>,
+                                         cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+            if (e != cudaSuccess) {
+                optin = -1;
+                return e;
+            }
+        }
+        if (bytes > (size_t)optin - 1024)
+            return cudaErrorInvalidValue;
+        const bool aligned = is_aligned<T, E>(x, y, cols);
+        cudaLaunchConfig_t config = {};
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = CTAS;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        config.gridDim = dim3((unsigned)(rows * CTAS));
+        config.blockDim = dim3(THREADS);
+        config.dynamicSmemBytes = bytes;
+        config.stream = s;
+        config.attrs = CTAS > 1 ? attr : nullptr;
+        config.numAttrs = CTAS > 1 ? 1 : 0;
+        return cudaLaunchKernelEx(&config, smem_kernel<T, CTAS, THREADS>, (const T *)x, (T *)y,
+                                  rows, (int)cols, (int)chunk, aligned);
     }
 };
 
