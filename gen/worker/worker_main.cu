@@ -110,7 +110,7 @@ template <typename Run> cudaError_t calibrate(Run run, int *per_sample)
             break;
     }
     double each = std::max(total / count, 0.01);
-    *per_sample = (int)std::min(100000.0, std::max(1.0, ceil(opt.min_sample_us / each)));
+    *per_sample = (int)std::min(4096.0, std::max(1.0, ceil(opt.min_sample_us / each)));
     return cudaSuccess;
 }
 
@@ -135,27 +135,74 @@ measurement summarize(std::vector<double> &t)
     return m;
 }
 
-/* Interleaved measurement of several runs: each round flushes L2 before every sample. */
+/* The launches of one sample, captured once into a graph: replaying it times the kernels without
+ * the host's launch overhead between them (which would dominate kernels of a few microseconds). */
+template <typename Run> cudaError_t capture(Run run, int count, cudaGraphExec_t *exec)
+{
+    cudaGraph_t graph = nullptr;
+    cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed);
+    if (e != cudaSuccess)
+        return e;
+    for (int i = 0; i < count && e == cudaSuccess; i++)
+        e = run(i % nsets);
+    cudaError_t end = cudaStreamEndCapture(stream, &graph);
+    if (e == cudaSuccess)
+        e = end;
+    if (e == cudaSuccess)
+        e = cudaGraphInstantiate(exec, graph, 0);
+    if (graph)
+        cudaGraphDestroy(graph);
+    return e;
+}
+
+cudaError_t time_graph(cudaGraphExec_t exec, double *us)
+{
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    cudaError_t e = cudaEventRecord(a, stream);
+    if (e == cudaSuccess)
+        e = cudaGraphLaunch(exec, stream);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(b, stream);
+    if (e == cudaSuccess)
+        e = cudaEventSynchronize(b);
+    float ms = 0;
+    if (e == cudaSuccess)
+        e = cudaEventElapsedTime(&ms, a, b);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    *us = ms * 1000.0;
+    return e;
+}
+
+/* Interleaved measurement of several runs: each round flushes L2 before every sample; a sample
+ * is one replay of the run's graph of launches. */
 template <typename Run>
 cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out)
 {
     std::vector<int> per(runs.size());
-    for (size_t r = 0; r < runs.size(); r++) {
-        cudaError_t e = calibrate(runs[r], &per[r]);
-        if (e != cudaSuccess)
-            return e;
+    std::vector<cudaGraphExec_t> graphs(runs.size(), nullptr);
+    cudaError_t e = cudaSuccess;
+    for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++) {
+        e = calibrate(runs[r], &per[r]);
+        if (e == cudaSuccess)
+            e = capture(runs[r], per[r], &graphs[r]);
     }
     std::vector<std::vector<double>> t(runs.size());
-    for (int s = 0; s < opt.samples; s++)
-        for (size_t r = 0; r < runs.size(); r++) {
-            double us;
-            cudaError_t e = flush_l2(s);
+    for (int s = 0; s < opt.samples && e == cudaSuccess; s++)
+        for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++) {
+            double us = 0;
+            e = flush_l2(s);
             if (e == cudaSuccess)
-                e = time_batch(runs[r], per[r], s * per[r], &us);
-            if (e != cudaSuccess)
-                return e;
+                e = time_graph(graphs[r], &us);
             t[r].push_back(us / per[r]);
         }
+    for (cudaGraphExec_t g : graphs)
+        if (g)
+            cudaGraphExecDestroy(g);
+    if (e != cudaSuccess)
+        return e;
     out.clear();
     for (auto &v : t)
         out.push_back(summarize(v));
