@@ -177,16 +177,18 @@ cudaError_t time_graph(cudaGraphExec_t exec, double *us)
 }
 
 /* Interleaved measurement of several runs: each round flushes L2 before every sample; a sample
- * is one replay of the run's graph of launches. */
+ * is one replay of the run's graph of launches, or (graph false: copies, which a graph would
+ * hand to the copy engines rather than the path a stream's cudaMemcpyAsync takes) the launches
+ * themselves. */
 template <typename Run>
-cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out)
+cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, bool graph = true)
 {
     std::vector<int> per(runs.size());
     std::vector<cudaGraphExec_t> graphs(runs.size(), nullptr);
     cudaError_t e = cudaSuccess;
     for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++) {
         e = calibrate(runs[r], &per[r]);
-        if (e == cudaSuccess)
+        if (e == cudaSuccess && graph)
             e = capture(runs[r], per[r], &graphs[r]);
     }
     std::vector<std::vector<double>> t(runs.size());
@@ -195,7 +197,7 @@ cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out)
             double us = 0;
             e = flush_l2(s);
             if (e == cudaSuccess)
-                e = time_graph(graphs[r], &us);
+                e = graph ? time_graph(graphs[r], &us) : time_batch(runs[r], per[r], 0, &us);
             t[r].push_back(us / per[r]);
         }
     for (cudaGraphExec_t g : graphs)
@@ -325,7 +327,7 @@ cudaError_t measure_ceiling()
     std::vector<measurement> m;
     int saved = nsets;
     nsets = 1;
-    e = measure(runs, m);
+    e = measure(runs, m, false);
     nsets = saved;
     cudaFree(a);
     cudaFree(b);
@@ -367,7 +369,7 @@ void do_bench(long id, char **save)
         return fail(id, "timing", e);
     std::vector<copy_run> copies{{}};
     std::vector<measurement> c;
-    e = measure(copies, c);
+    e = measure(copies, c, false);
     if (e != cudaSuccess)
         return fail(id, "timing the copy", e);
     reply("R %ld ok %.4f %.5f %.4f %.5f %.4f %.5f %.2f %.0f\n", id, m[0].median_us, m[0].spread,
