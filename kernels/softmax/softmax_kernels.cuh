@@ -506,12 +506,13 @@ template <int CTAS, int THREADS, int VEC, int ITERS> struct cluster_launcher {
         cudaError_t e = check_shape(rows, cols, rows * CTAS);
         if (e != cudaSuccess)
             return e;
+        /* set on every launch: an attribute belongs to one device's context, and each
+         * translation unit that instantiates the kernel loads its own copy */
         if (CTAS > 8) {
-            static const cudaError_t allowed = cudaFuncSetAttribute(
-                cluster_kernel<T, CTAS, THREADS, VEC, ITERS>,
-                cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-            if (allowed != cudaSuccess)
-                return allowed;
+            e = cudaFuncSetAttribute(cluster_kernel<T, CTAS, THREADS, VEC, ITERS>,
+                                     cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+            if (e != cudaSuccess)
+                return e;
         }
         cudaLaunchConfig_t config = {};
         cudaLaunchAttribute attr[1];
@@ -524,9 +525,12 @@ template <int CTAS, int THREADS, int VEC, int ITERS> struct cluster_launcher {
         config.stream = s;
         config.attrs = attr;
         config.numAttrs = 1;
-        return cudaLaunchKernelEx(&config, cluster_kernel<T, CTAS, THREADS, VEC, ITERS>,
-                                  (const T *)x, (T *)y, rows, (int)cols,
-                                  is_aligned<T, VEC>(x, y, cols));
+        e = cudaLaunchKernelEx(&config, cluster_kernel<T, CTAS, THREADS, VEC, ITERS>,
+                               (const T *)x, (T *)y, rows, (int)cols,
+                               is_aligned<T, VEC>(x, y, cols));
+        if (e != cudaSuccess)
+            cudaGetLastError(); /* reported here, not again by the next launch */
+        return e;
     }
 };
 
@@ -540,26 +544,22 @@ template <int CTAS, int THREADS> struct smem_launcher {
         constexpr int E = 16 / sizeof(T);
         const int64_t chunk = ((cols + CTAS - 1) / CTAS + E - 1) / E * E;
         const size_t bytes = (size_t)chunk * sizeof(T);
-        static int optin = -1; /* the device's opt-in maximum, set on the kernel once */
-        if (optin < 0) {
-            int device = 0;
-            e = cudaGetDevice(&device);
-            if (e == cudaSuccess)
-                e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-            if (e == cudaSuccess)
-                e = cudaFuncSetAttribute(smem_kernel<T, CTAS, THREADS>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         optin - 1024);
-            if (e == cudaSuccess && CTAS > 8)
-                e = cudaFuncSetAttribute(smem_kernel<T, CTAS, THREADS>,
-                                         cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-            if (e != cudaSuccess) {
-                optin = -1;
-                return e;
-            }
-        }
+        int device = 0, optin = 0;
+        e = cudaGetDevice(&device);
+        if (e == cudaSuccess)
+            e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+        if (e != cudaSuccess)
+            return e;
         if (bytes > (size_t)optin - 1024)
             return cudaErrorInvalidValue;
+        /* set on every launch, as for the cluster kernel */
+        e = cudaFuncSetAttribute(smem_kernel<T, CTAS, THREADS>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+        if (e == cudaSuccess && CTAS > 8)
+            e = cudaFuncSetAttribute(smem_kernel<T, CTAS, THREADS>,
+                                     cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        if (e != cudaSuccess)
+            return e;
         const bool aligned = is_aligned<T, E>(x, y, cols);
         cudaLaunchConfig_t config = {};
         cudaLaunchAttribute attr[1];
@@ -573,8 +573,11 @@ template <int CTAS, int THREADS> struct smem_launcher {
         config.stream = s;
         config.attrs = CTAS > 1 ? attr : nullptr;
         config.numAttrs = CTAS > 1 ? 1 : 0;
-        return cudaLaunchKernelEx(&config, smem_kernel<T, CTAS, THREADS>, (const T *)x, (T *)y,
-                                  rows, (int)cols, (int)chunk, aligned);
+        e = cudaLaunchKernelEx(&config, smem_kernel<T, CTAS, THREADS>, (const T *)x, (T *)y, rows,
+                               (int)cols, (int)chunk, aligned);
+        if (e != cudaSuccess)
+            cudaGetLastError(); /* reported here, not again by the next launch */
+        return e;
     }
 };
 
