@@ -18,8 +18,8 @@ typedef cudaError_t ktune_softmax_launch_t(const void *x, void *y, int64_t rows,
     KTUNE_SOFTMAX_DEFINE_(fn, ktune_softmax_impl::vec_launcher<vec, iters, warps>)
 #define KTUNE_SOFTMAX_DEFINE_BLOCK(fn, threads, vec, iters)                                        \
     KTUNE_SOFTMAX_DEFINE_(fn, ktune_softmax_impl::block_launcher<threads, vec, iters>)
-#define KTUNE_SOFTMAX_DEFINE_ONLINE(fn, threads, vec, unroll)                                      \
-    KTUNE_SOFTMAX_DEFINE_(fn, ktune_softmax_impl::online_launcher<threads, vec, unroll>)
+#define KTUNE_SOFTMAX_DEFINE_ONLINE(fn, threads, vec, unroll, per_sm)                              \
+    KTUNE_SOFTMAX_DEFINE_(fn, ktune_softmax_impl::online_launcher<threads, vec, unroll, per_sm>)
 #define KTUNE_SOFTMAX_DEFINE_CLUSTER(fn, ctas, threads, vec, iters)                                \
     KTUNE_SOFTMAX_DEFINE_(fn, ktune_softmax_impl::cluster_launcher<ctas, threads, vec, iters>)
 #define KTUNE_SOFTMAX_DEFINE_SMEM(fn, ctas, threads)                                               \

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <algorithm>
 #include <type_traits>
 
 #include "ktune/ktune.h"
@@ -486,14 +487,32 @@ template <int THREADS, int VEC, int ITERS> struct block_launcher {
     }
 };
 
-template <int THREADS, int VEC, int UNROLL> struct online_launcher {
+/* PER_SM > 0 caps the blocks resident on a multiprocessor, by reserving shared memory the kernel
+ * does not use: fewer rows in flight, so that the second pass finds its row still in L2. */
+template <int THREADS, int VEC, int UNROLL, int PER_SM> struct online_launcher {
     template <typename T>
     static cudaError_t run(const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
     {
         cudaError_t e = check_shape(rows, cols, rows);
         if (e != cudaSuccess)
             return e;
-        online_kernel<T, THREADS, VEC, UNROLL><<<(unsigned)rows, THREADS, 0, s>>>(
+        size_t reserve = 0;
+        if (PER_SM > 0) {
+            int device = 0, per_sm = 0, optin = 0;
+            e = cudaGetDevice(&device);
+            if (e == cudaSuccess)
+                e = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor,
+                                           device);
+            if (e == cudaSuccess)
+                e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+            reserve = std::min<size_t>((size_t)per_sm / (PER_SM + 1) + 1024, (size_t)optin);
+            if (e == cudaSuccess) /* per launch: see the cluster launcher */
+                e = cudaFuncSetAttribute(online_kernel<T, THREADS, VEC, UNROLL>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)reserve);
+            if (e != cudaSuccess)
+                return e;
+        }
+        online_kernel<T, THREADS, VEC, UNROLL><<<(unsigned)rows, THREADS, reserve, s>>>(
             (const T *)x, (T *)y, rows, (int)cols, is_aligned<T, VEC>(x, y, cols));
         return cudaGetLastError();
     }

@@ -195,10 +195,10 @@ int main()
     int ok = ktune_softmax_explain(4096, 1000, KTUNE_F16, &c) == KTUNE_OK;
     printf("explain f16 4096x1000: %s (%s): %s\n", c.config, ktune_reason_string(c.reason), c.why);
     /* a default is always compiled in, and online is valid for every key */
-    setenv("KTUNE_FORCE", "matmul=x,softmax=online_threads256_vec1_unroll1", 1);
+    setenv("KTUNE_FORCE", "matmul=x,softmax=online_threads256_vec1_unroll1_per_sm0", 1);
     ktune_select_reset();
     ok &= ktune_softmax_explain(4096, 1000, KTUNE_F16, &c) == KTUNE_OK &&
-          c.reason == KTUNE_REASON_FORCED && strcmp(c.config, "online_threads256_vec1_unroll1") == 0;
+          c.reason == KTUNE_REASON_FORCED && strcmp(c.config, "online_threads256_vec1_unroll1_per_sm0") == 0;
     printf("forced: %s (%s)\n", c.config ? c.config : "-", ktune_reason_string(c.reason));
     setenv("KTUNE_FORCE", "softmax=no_such_config", 1);
     ktune_select_reset();

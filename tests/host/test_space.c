@@ -22,16 +22,17 @@ int main(int argc, char **argv)
     for (int i = 0; i < s.nconfigs; i++)
         per_variant[s.configs[i].variant]++;
     /* vec: 18 (vec, iters) pairs with vec*iters <= 32, x 3 warps; block: 15 + 15 + 15 + 13
-     * (threads*vec*iters <= 16384); online: 3 x 4 x 2; cluster: 23 (threads, vec, iters) triples
+     * (threads*vec*iters <= 16384); online: 3 x 4 x 2 x 3; cluster: 23 (threads, vec, iters) triples
      * with 4096 <= threads*vec*iters <= 16384, x 4 cluster sizes; smem: 4 x 3 */
     CHECK(s.nvariants == 5);
-    CHECK(per_variant[0] == 54 && per_variant[1] == 58 && per_variant[2] == 24 &&
+    CHECK(per_variant[0] == 54 && per_variant[1] == 58 && per_variant[2] == 72 &&
           per_variant[3] == 92 && per_variant[4] == 12);
-    CHECK(s.nconfigs == 240);
+    CHECK(s.nconfigs == 288);
     /* cols 32..131072 (13 values) x rows {1, 32, 1024, 8192, 65536} with rows*cols <= 2^27,
      * x 3 dtypes: (13 + 13 + 13 + 10 + 7) x 3 */
     CHECK(s.nshapes == 168);
     CHECK(s.ndefaults == 2 && strcmp(s.configs[s.defaults[0]].name, "vec_vec1_iters32_warps4") == 0);
+    CHECK(strcmp(s.configs[s.defaults[1]].name, "online_threads256_vec1_unroll1_per_sm0") == 0);
     for (int i = 1; i < s.nconfigs; i++)
         CHECK(strcmp(s.configs[i - 1].name, s.configs[i].name) < 0);
     for (int i = 1; i < s.nshapes; i++)
