@@ -350,10 +350,9 @@ static int final_round(const ktune_sweep_opts *o, ktune_worker *w, const int64_t
     return 0;
 }
 
-static void progress(const ktune_sweep_opts *o, int tty, int done, int total, const char *keytext,
-                     const char *best, double best_us, double eta)
+static void progress(int tty, int done, int total, const char *keytext, const char *best,
+                     double best_us, double eta)
 {
-    (void)o;
     char eta_text[32] = "?";
     if (eta >= 0)
         snprintf(eta_text, sizeof eta_text, "%dm%02ds", (int)eta / 60, (int)eta % 60);
@@ -492,7 +491,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
             goto cleanup;
         double elapsed = now_s() - measure_start;
         double eta = measured > 0 ? elapsed / measured * (todo - measured) : -1;
-        progress(o, tty, si + 1, s->nshapes, keytext, best >= 0 ? s->configs[best].name : "-",
+        progress(tty, si + 1, s->nshapes, keytext, best >= 0 ? s->configs[best].name : "-",
                  best >= 0 ? row[best].us : 0, eta);
     }
     if (tty)

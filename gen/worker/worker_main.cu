@@ -74,14 +74,15 @@ void fail(long id, const char *what, cudaError_t e)
         exit(3);
 }
 
-template <typename Run> cudaError_t time_batch(Run run, int count, int first, double *us)
+/* Device time of what body enqueues on the stream, by events around it. */
+template <typename Body> cudaError_t time_events(Body body, double *us)
 {
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
     cudaError_t e = cudaEventRecord(a, stream);
-    for (int i = 0; i < count && e == cudaSuccess; i++)
-        e = run((first + i) % nsets);
+    if (e == cudaSuccess)
+        e = body();
     if (e == cudaSuccess)
         e = cudaEventRecord(b, stream);
     if (e == cudaSuccess)
@@ -93,6 +94,18 @@ template <typename Run> cudaError_t time_batch(Run run, int count, int first, do
     cudaEventDestroy(b);
     *us = ms * 1000.0;
     return e;
+}
+
+template <typename Run> cudaError_t time_batch(Run run, int count, int first, double *us)
+{
+    return time_events(
+        [&] {
+            cudaError_t e = cudaSuccess;
+            for (int i = 0; i < count && e == cudaSuccess; i++)
+                e = run((first + i) % nsets);
+            return e;
+        },
+        us);
 }
 
 /* Launches a sample must hold to last min_sample_us, found from a warm-up. */
@@ -157,23 +170,7 @@ template <typename Run> cudaError_t capture(Run run, int count, cudaGraphExec_t 
 
 cudaError_t time_graph(cudaGraphExec_t exec, double *us)
 {
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    cudaError_t e = cudaEventRecord(a, stream);
-    if (e == cudaSuccess)
-        e = cudaGraphLaunch(exec, stream);
-    if (e == cudaSuccess)
-        e = cudaEventRecord(b, stream);
-    if (e == cudaSuccess)
-        e = cudaEventSynchronize(b);
-    float ms = 0;
-    if (e == cudaSuccess)
-        e = cudaEventElapsedTime(&ms, a, b);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    *us = ms * 1000.0;
-    return e;
+    return time_events([&] { return cudaGraphLaunch(exec, stream); }, us);
 }
 
 /* Interleaved measurement of several runs: each round flushes L2 before every sample; a sample

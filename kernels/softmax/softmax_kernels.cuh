@@ -109,31 +109,28 @@ __device__ __forceinline__ void store(T *row, int64_t idx, int cols, bool aligne
             row[idx + j] = p.v[j];
 }
 
-__device__ __forceinline__ float warp_max(float v)
+template <bool IS_MAX> __device__ __forceinline__ float combine(float a, float b)
+{
+    return IS_MAX ? fmaxf(a, b) : a + b;
+}
+
+template <bool IS_MAX> __device__ __forceinline__ float warp_reduce(float v)
 {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+        v = combine<IS_MAX>(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
 
-__device__ __forceinline__ float warp_sum(float v)
+/* Block-wide max or sum through 32 floats of shared memory; every thread gets the result. */
+template <int THREADS, bool IS_MAX> __device__ __forceinline__ float block_reduce(float v, float *smem)
 {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-/* Block-wide reductions through 32 floats of shared memory; every thread gets the result. */
-template <int THREADS> __device__ __forceinline__ float block_max(float v, float *smem)
-{
-    v = warp_max(v);
+    const float identity = IS_MAX ? -INFINITY : 0.f;
+    v = warp_reduce<IS_MAX>(v);
     if ((threadIdx.x & 31) == 0)
         smem[threadIdx.x >> 5] = v;
     __syncthreads();
-    v = threadIdx.x < THREADS / 32 ? smem[threadIdx.x] : -INFINITY;
-    v = warp_max(v);
+    v = warp_reduce<IS_MAX>(threadIdx.x < THREADS / 32 ? smem[threadIdx.x] : identity);
     __syncthreads();
     if (threadIdx.x == 0)
         smem[0] = v;
@@ -143,20 +140,24 @@ template <int THREADS> __device__ __forceinline__ float block_max(float v, float
     return v;
 }
 
-template <int THREADS> __device__ __forceinline__ float block_sum(float v, float *smem)
+/* The block's max or sum, then across the blocks of its cluster through distributed shared
+ * memory (slot: one float of this block's shared memory). */
+template <int CTAS, int THREADS, bool IS_MAX>
+__device__ __forceinline__ float cluster_reduce(float v, float *smem, float *slot)
 {
-    v = warp_sum(v);
-    if ((threadIdx.x & 31) == 0)
-        smem[threadIdx.x >> 5] = v;
-    __syncthreads();
-    v = threadIdx.x < THREADS / 32 ? smem[threadIdx.x] : 0.f;
-    v = warp_sum(v);
-    __syncthreads();
-    if (threadIdx.x == 0)
-        smem[0] = v;
-    __syncthreads();
-    v = smem[0];
-    __syncthreads();
+    v = block_reduce<THREADS, IS_MAX>(v, smem);
+    if constexpr (CTAS > 1) {
+        namespace cg = cooperative_groups;
+        cg::cluster_group cluster = cg::this_cluster();
+        if (threadIdx.x == 0)
+            *slot = v;
+        cluster.sync();
+        float r = IS_MAX ? -INFINITY : 0.f;
+#pragma unroll
+        for (int c = 0; c < CTAS; c++)
+            r = combine<IS_MAX>(r, *cluster.map_shared_rank(slot, c));
+        return r;
+    }
     return v;
 }
 
@@ -200,7 +201,8 @@ __global__ void __launch_bounds__(WARPS * 32)
         return;
     row_in_registers<T, VEC, ITERS>(
         x + row * cols, y + row * cols, cols, aligned,
-        [=](int it) { return ((int64_t)it * 32 + lane) * VEC; }, warp_max, warp_sum);
+        [=](int it) { return ((int64_t)it * 32 + lane) * VEC; }, warp_reduce<true>,
+        warp_reduce<false>);
 }
 
 template <typename T, int THREADS, int VEC, int ITERS>
@@ -214,8 +216,8 @@ __global__ void __launch_bounds__(THREADS)
     row_in_registers<T, VEC, ITERS>(
         x + row * cols, y + row * cols, cols, aligned,
         [=](int it) { return ((int64_t)it * THREADS + tid) * VEC; },
-        [&](float v) { return block_max<THREADS>(v, smem); },
-        [&](float v) { return block_sum<THREADS>(v, smem); });
+        [&](float v) { return block_reduce<THREADS, true>(v, smem); },
+        [&](float v) { return block_reduce<THREADS, false>(v, smem); });
 }
 
 /* (m, s) with s = sum exp(x - m): merging two partial results. */
@@ -317,52 +319,16 @@ __global__ void __launch_bounds__(THREADS)
     const int rank = (int)cluster.block_rank();
     const int64_t row = blockIdx.x / CTAS;
     const int tid = threadIdx.x;
-    auto cluster_reduce = [&](float v, int slot, bool is_max) {
-        v = is_max ? block_max<THREADS>(v, smem) : block_sum<THREADS>(v, smem);
-        if (tid == 0)
-            part[slot] = v;
-        cluster.sync();
-        float r = is_max ? -INFINITY : 0.f;
-#pragma unroll
-        for (int c = 0; c < CTAS; c++) {
-            const float p = *cluster.map_shared_rank(&part[slot], c);
-            r = is_max ? fmaxf(r, p) : r + p;
-        }
-        return r;
-    };
     row_in_registers<T, VEC, ITERS>(
         x + row * cols, y + row * cols, cols, aligned,
         [=](int it) { return (((int64_t)it * CTAS + rank) * THREADS + tid) * VEC; },
-        [&](float v) { return cluster_reduce(v, 0, true); },
-        [&](float v) { return cluster_reduce(v, 1, false); });
+        [&](float v) { return cluster_reduce<CTAS, THREADS, true>(v, smem, &part[0]); },
+        [&](float v) { return cluster_reduce<CTAS, THREADS, false>(v, smem, &part[1]); });
     cluster.sync(); /* no block leaves while another still reads its shared memory */
 #else
     (void)x, (void)y, (void)rows, (void)cols, (void)aligned;
     __trap();
 #endif
-}
-
-/* A block's max or sum, then across the blocks of its cluster through distributed shared
- * memory (slot: one float of this block's shared memory). */
-template <int CTAS, int THREADS, bool IS_MAX>
-__device__ __forceinline__ float cluster_reduce(float v, float *smem, float *slot)
-{
-    v = IS_MAX ? block_max<THREADS>(v, smem) : block_sum<THREADS>(v, smem);
-    if constexpr (CTAS > 1) {
-        namespace cg = cooperative_groups;
-        cg::cluster_group cluster = cg::this_cluster();
-        if (threadIdx.x == 0)
-            *slot = v;
-        cluster.sync();
-        float r = IS_MAX ? -INFINITY : 0.f;
-#pragma unroll
-        for (int c = 0; c < CTAS; c++) {
-            const float p = *cluster.map_shared_rank(slot, c);
-            r = IS_MAX ? fmaxf(r, p) : r + p;
-        }
-        return r;
-    }
-    return v;
 }
 
 /* Row staged in shared memory by asynchronous 16-byte copies (no registers held while the loads
