@@ -10,6 +10,31 @@
 
 #define KTUNE_BIG_BYTES (32.0 * 1024 * 1024)
 
+/* Starts the worker and loads the registry of its device. */
+static int open_device_registry(const ktune_space *s, const char *registry_dir,
+                                const ktune_worker_opts *wopts, ktune_worker *w,
+                                ktune_registry *reg, char *path, size_t size, ktune_err *err)
+{
+    if (ktune_worker_start(w, wopts, err))
+        return -1;
+    char slug[256];
+    ktune_device_slug(w->device.name, slug, sizeof slug, '-');
+    snprintf(path, size, "%s/%s/%s.yaml", registry_dir, slug, s->family);
+    if (ktune_registry_load(path, s, reg, err)) {
+        ktune_worker_stop(w);
+        return -1;
+    }
+    return 0;
+}
+
+/* Appends the key's values to a request line. */
+static void append_key(const ktune_space *s, const int64_t *key, char *line, size_t size)
+{
+    size_t len = strlen(line);
+    for (int d = 0; d < s->nkey && len < size; d++)
+        len += (size_t)snprintf(line + len, size - len, " %lld", (long long)key[d]);
+}
+
 int ktune_bench_run(const ktune_space *s, const char *registry_dir,
                     const ktune_worker_opts *wopts, double timeout_s, const char *csv_path,
                     FILE *out, ktune_err *err)
@@ -18,15 +43,9 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
     ktune_registry reg;
     ktune_buf csv = {0};
     int rc = -1;
-    if (ktune_worker_start(&w, wopts, err))
+    char path[4096];
+    if (open_device_registry(s, registry_dir, wopts, &w, &reg, path, sizeof path, err))
         return -1;
-    char slug[256], path[4096];
-    ktune_device_slug(w.device.name, slug, sizeof slug, '-');
-    snprintf(path, sizeof path, "%s/%s/%s.yaml", registry_dir, slug, s->family);
-    if (ktune_registry_load(path, s, &reg, err)) {
-        ktune_worker_stop(&w);
-        return -1;
-    }
     int64_t limits[KTUNE_NLIMITS];
     ktune_limits_from(&w.device, limits);
     int dtype_dim = -1;
@@ -47,10 +66,10 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
             goto cleanup;
         }
         char line[4096], reply[4096], shape[256] = "";
-        int len = snprintf(line, sizeof line, "B %d", i);
-        for (int d = 0; d < s->nkey; d++)
-            len += snprintf(line + len, sizeof line - (size_t)len, " %lld", (long long)e->key[d]);
-        snprintf(line + len, sizeof line - (size_t)len, " %s %s", e->config, s->configs[def].name);
+        snprintf(line, sizeof line, "B %d", i);
+        append_key(s, e->key, line, sizeof line);
+        size_t len = strlen(line);
+        snprintf(line + len, sizeof line - len, " %s %s", e->config, s->configs[def].name);
         size_t sl = 0;
         for (int d = 0; d < s->nkey; d++)
             if (d != dtype_dim)
@@ -96,5 +115,53 @@ cleanup:
     ktune_worker_stop(&w);
     ktune_registry_free(&reg);
     ktune_buf_free(&csv);
+    return rc;
+}
+
+int ktune_verify_run(const ktune_space *s, const char *registry_dir,
+                     const ktune_worker_opts *wopts, double timeout_s, double threshold, FILE *out,
+                     ktune_err *err)
+{
+    ktune_worker w;
+    ktune_registry reg;
+    char path[4096];
+    if (open_device_registry(s, registry_dir, wopts, &w, &reg, path, sizeof path, err))
+        return -1;
+    int rc = 0, slower = 0, broken = 0;
+    fprintf(out, "%-36s %-36s %12s %12s %8s  %s\n", "key", "config", "committed_us", "now_us",
+            "ratio", "verdict");
+    for (int i = 0; i < reg.nentries; i++) {
+        const ktune_entry *e = &reg.entries[i];
+        char line[4096], reply[4096], key[256], status[32] = "";
+        snprintf(line, sizeof line, "T %d %s", i, e->config);
+        append_key(s, e->key, line, sizeof line);
+        ktune_space_key_format(s, e->key, key, sizeof key);
+        ktune_reply_kind kind;
+        if (ktune_worker_request(&w, line, timeout_s, reply, sizeof reply, &kind, err)) {
+            rc = -1;
+            break;
+        }
+        double us = 0;
+        if (kind != KTUNE_REPLY_OK || sscanf(reply, "R %*d %31s %lf", status, &us) != 2 ||
+            strcmp(status, "ok") != 0) {
+            fprintf(out, "%-36s %-36s %12.3f %12s %8s  FAILED: %s\n", key, e->config, e->us, "-",
+                    "-", kind == KTUNE_REPLY_OK ? reply : "the worker died or hung");
+            broken++;
+            continue;
+        }
+        double ratio = us / e->us;
+        int bad = ratio > 1 + threshold;
+        slower += bad;
+        fprintf(out, "%-36s %-36s %12.3f %12.3f %8.3f  %s\n", key, e->config, e->us, us, ratio,
+                bad ? "SLOWER" : "ok");
+    }
+    if (rc == 0) {
+        fprintf(out, "ktune verify %s on %s: %d entries, %d slower than recorded by more than "
+                     "%.1f%%, %d failed\n",
+                s->family, w.device.name, reg.nentries, slower, threshold * 100, broken);
+        rc = slower || broken ? 1 : 0;
+    }
+    ktune_worker_stop(&w);
+    ktune_registry_free(&reg);
     return rc;
 }

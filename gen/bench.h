@@ -1,4 +1,5 @@
-/* ktune bench: tuned vs the family default vs a copy of the same bytes, in one run. */
+/* ktune bench (tuned vs the family default vs a copy of the same bytes, in one run) and
+ * ktune verify (the committed table re-measured: the performance gate). */
 #ifndef KTUNE_GEN_BENCH_H
 #define KTUNE_GEN_BENCH_H
 
@@ -12,5 +13,12 @@
 int ktune_bench_run(const ktune_space *space, const char *registry_dir,
                     const ktune_worker_opts *worker, double timeout_s, const char *csv_path,
                     FILE *out, ktune_err *err);
+
+/* ktune verify: re-measures every committed entry of the worker's device (verified first) and
+ * fails when one is slower than its recorded time by more than threshold (a fraction), or is no
+ * longer correct. Returns 0 pass, 1 regression, -1 error. */
+int ktune_verify_run(const ktune_space *space, const char *registry_dir,
+                     const ktune_worker_opts *worker, double timeout_s, double threshold, FILE *out,
+                     ktune_err *err);
 
 #endif

@@ -48,6 +48,8 @@ static const char usage_text[] =
     "  show <family>     what each device's table holds and its gain over the default\n"
     "  bench <family>    tuned vs default vs a copy of the same bytes on this GPU (GPU)\n"
     "      --out CSV             where the CSV goes (default <family>.bench.csv)\n"
+    "  verify <family>   re-measure this GPU's committed table; fail when an entry is slower than\n"
+    "                    recorded by more than --threshold percent (5), or no longer correct\n"
     "  expand <family>   the space: config and shape counts; --list prints them\n"
     "  gen <family>      the build's generated sources (used by CMake)\n"
     "      --out DIR --shards N\n"
@@ -68,7 +70,7 @@ typedef struct {
     const char *space, *spaces_dir, *registry_dir, *templates, *m4, *worker;
     const char *run, *out, *source_rev;
     int samples, top, gpu, shards;
-    double min_sample_us, warmup_us, config_timeout;
+    double min_sample_us, warmup_us, config_timeout, threshold;
     int apply, verbose, force, check, list, library_all;
     char command_line[2048];
 } options;
@@ -115,6 +117,7 @@ static int parse_options(int argc, char **argv, options *o)
     o->min_sample_us = 200;
     o->warmup_us = 200;
     o->config_timeout = 10;
+    o->threshold = 5;
     size_t n = 0;
     for (int i = 0; i < argc && n < sizeof o->command_line; i++)
         n += (size_t)snprintf(o->command_line + n, sizeof o->command_line - n, "%s%s", i ? " " : "",
@@ -152,7 +155,7 @@ static int parse_options(int argc, char **argv, options *o)
         static const char *const valued[] = {
             "--space", "--spaces-dir", "--registry-dir", "--templates", "--m4", "--worker",
             "--run", "--out", "--source-rev", "--samples", "--top", "--gpu", "--shards",
-            "--min-sample-us", "--warmup-us", "--config-timeout", NULL};
+            "--min-sample-us", "--warmup-us", "--config-timeout", "--threshold", NULL};
         int known = 0;
         for (const char *const *k = valued; *k && !known; k++)
             known = strcmp(*k, a) == 0;
@@ -190,6 +193,8 @@ static int parse_options(int argc, char **argv, options *o)
             rc = parse_double_arg(a, v, 1, &o->min_sample_us);
         else if (strcmp(a, "--warmup-us") == 0)
             rc = parse_double_arg(a, v, 0, &o->warmup_us);
+        else if (strcmp(a, "--threshold") == 0)
+            rc = parse_double_arg(a, v, 0, &o->threshold);
         else
             rc = parse_double_arg(a, v, 0.1, &o->config_timeout);
         if (rc)
@@ -585,8 +590,8 @@ int main(int argc, char **argv)
     int rc = parse_options(argc, argv, &o);
     if (rc)
         return rc;
-    static const char *const commands[] = {"sweep", "apply", "emit", "show",
-                                           "bench", "expand", "gen", NULL};
+    static const char *const commands[] = {"sweep", "apply", "emit",   "show", "bench",
+                                           "verify", "expand", "gen", NULL};
     int known = 0;
     for (const char *const *c = commands; *c; c++)
         known |= strcmp(*c, o.command) == 0;
@@ -628,7 +633,17 @@ int main(int argc, char **argv)
         rc = cmd_expand(&o, &s);
     else if (strcmp(o.command, "gen") == 0)
         rc = cmd_gen(&o, &s);
-    else {
+    else if (strcmp(o.command, "verify") == 0) {
+        char worker[4096];
+        default_worker(&o, &s, worker, sizeof worker);
+        ktune_worker_opts w = worker_opts(&o, worker);
+        ktune_err err;
+        rc = ktune_verify_run(&s, o.registry_dir, &w, o.config_timeout, o.threshold / 100, stdout,
+                              &err);
+        if (rc < 0)
+            fprintf(stderr, "%s\n", err.msg);
+        rc = rc < 0 ? 2 : rc;
+    } else {
         char worker[4096], out[4096];
         default_worker(&o, &s, worker, sizeof worker);
         snprintf(out, sizeof out, "%s", o.out ? o.out : "");

@@ -111,6 +111,21 @@ grep -q "no GPU to sweep on" "$work/g.log" || bad "no device: no clear message"
 [ ! -e "$work/g" ] || bad "no device: a run folder was made"
 [ "$before" = "$(find "$work/reg" -type f | xargs md5sum)" ] || bad "no device: the registry changed"
 
+note "verify: the committed table re-measured, the performance gate"
+# the committed times were taken with good_tile4 at 0.5 (run e): the same device as then
+KTUNE_SIM_BONUS=good_tile4:0.5 "$ktune" verify --space "$space" --worker "$worker" --registry-dir "$work/reg" >"$work/v1.log" 2>&1
+rc=$?
+cat "$work/v1.log"
+[ $rc -eq 0 ] || bad "verify of an unchanged device failed ($rc)"
+# good_tile4 now 20% slower
+KTUNE_SIM_BONUS=good_tile4:0.6 "$ktune" verify --space "$space" --worker "$worker" --registry-dir "$work/reg" >"$work/v2.log" 2>&1
+rc=$?
+cat "$work/v2.log"
+[ $rc -eq 1 ] || bad "verify of a 20% slower entry exited $rc, not 1"
+grep -q "n=64 .*good_tile4 .*SLOWER" "$work/v2.log" || bad "verify does not name the slower entry"
+KTUNE_SIM_BONUS=good_tile4:0.6 "$ktune" verify --space "$space" --worker "$worker" --registry-dir "$work/reg" --threshold 25 >/dev/null 2>&1 ||
+  bad "verify failed within a 25% threshold"
+
 note "bench: the CSV a family's bench writes"
 "$ktune" bench --space "$space" --worker "$worker" --registry-dir "$work/reg" --out "$work/bench.csv" || bad "bench"
 head -1 "$work/bench.csv" | grep -q '^family,dtype,shape,config,tuned_us,default_us,anchor,anchor_us,gbps,pct_of_ceiling' || bad "bench CSV header"
