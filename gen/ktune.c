@@ -38,6 +38,11 @@ static const char usage_text[] =
     "      --warmup-us U         warm-up before timing (200)\n"
     "      --config-timeout S    a config answering later is killed and recorded timeout (10)\n"
     "      --top N               best configs a shape re-measured interleaved at the end (3)\n"
+    "      --seed N              try each shape's configs in an order shuffled by N (0: declared\n"
+    "                            order); the same N gives the same order, also on resume\n"
+    "      --max-configs-without-improvement N\n"
+    "                            a shape stops after N measured configs without a new best\n"
+    "                            (0: exhaustive, the default)\n"
     "      --gpu N               CUDA device (0)\n"
     "      --apply               apply the run and emit the header when done\n"
     "      --verbose             print every failure as it happens\n"
@@ -69,7 +74,7 @@ typedef struct {
     const char *command, *family, *positional2;
     const char *space, *spaces_dir, *registry_dir, *templates, *m4, *worker;
     const char *run, *out, *source_rev;
-    int samples, top, gpu, shards;
+    int samples, top, gpu, shards, seed, patience;
     double min_sample_us, warmup_us, config_timeout, threshold;
     int apply, verbose, force, check, list, library_all;
     char command_line[2048];
@@ -155,7 +160,8 @@ static int parse_options(int argc, char **argv, options *o)
         static const char *const valued[] = {
             "--space", "--spaces-dir", "--registry-dir", "--templates", "--m4", "--worker",
             "--run", "--out", "--source-rev", "--samples", "--top", "--gpu", "--shards",
-            "--min-sample-us", "--warmup-us", "--config-timeout", "--threshold", NULL};
+            "--min-sample-us", "--warmup-us", "--config-timeout", "--threshold", "--seed",
+            "--max-configs-without-improvement", NULL};
         int known = 0;
         for (const char *const *k = valued; *k && !known; k++)
             known = strcmp(*k, a) == 0;
@@ -189,6 +195,10 @@ static int parse_options(int argc, char **argv, options *o)
             rc = parse_int_arg(a, v, 0, 1023, &o->gpu);
         else if (strcmp(a, "--shards") == 0)
             rc = parse_int_arg(a, v, 1, 64, &o->shards);
+        else if (strcmp(a, "--seed") == 0)
+            rc = parse_int_arg(a, v, 0, 2147483647, &o->seed);
+        else if (strcmp(a, "--max-configs-without-improvement") == 0)
+            rc = parse_int_arg(a, v, 0, 1000000, &o->patience);
         else if (strcmp(a, "--min-sample-us") == 0)
             rc = parse_double_arg(a, v, 1, &o->min_sample_us);
         else if (strcmp(a, "--warmup-us") == 0)
@@ -491,8 +501,18 @@ static int cmd_sweep(const options *o, const ktune_space *s)
     sigaction(SIGTERM, &sa, NULL);
     /* the committed entries of this device, if any, join each shape's final round */
     ktune_registry committed, *committed_ptr = NULL;
-    ktune_sweep_opts so = {s,   run, worker_opts(o, worker), o->config_timeout, o->top, NULL,
-                           o->command_line, rev, KTUNE_CUDA_FLAGS, o->verbose};
+    ktune_sweep_opts so = {s,
+                           run,
+                           worker_opts(o, worker),
+                           o->config_timeout,
+                           o->top,
+                           NULL,
+                           o->command_line,
+                           rev,
+                           KTUNE_CUDA_FLAGS,
+                           o->verbose,
+                           (unsigned)o->seed,
+                           o->patience};
     ktune_err err;
     ktune_worker probe;
     so.worker.log_path = NULL;

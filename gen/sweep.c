@@ -12,6 +12,9 @@
 typedef enum { ST_NONE, ST_OK, ST_INVALID, ST_WRONG, ST_FAILED, ST_TIMEOUT, ST_COUNT } trial_status;
 static const char *const status_names[ST_COUNT] = {"", "ok", "invalid", "wrong", "failed", "timeout"};
 
+/* A measurement whose MAD is above this fraction of its median counts as noisy. */
+#define KTUNE_NOISY_SPREAD 0.05
+
 typedef struct {
     trial_status status;
     float us, spread;
@@ -31,6 +34,51 @@ void ktune_limits_from(const ktune_worker_device *d, int64_t *limits)
     limits[2] = d->smem_per_block;
     limits[3] = d->l2_bytes;
     limits[4] = d->cc;
+}
+
+/* SM and memory clocks, temperature and power of GPU gpu, as nvidia-smi reports them (through
+ * NVML), or a word on why not. */
+static void gpu_state(int gpu, char *out, size_t size)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd,
+             "nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw "
+             "--format=csv,noheader -i %d 2>/dev/null",
+             gpu);
+    snprintf(out, size, "unavailable: nvidia-smi (NVML) did not answer");
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return;
+    char line[256];
+    if (fgets(line, sizeof line, p) && strchr(line, ',')) {
+        line[strcspn(line, "\n")] = '\0';
+        for (char *c = line; *c; c++)
+            if (*c == '"' || *c == '\\')
+                *c = ' ';
+        snprintf(out, size, "SM, memory clocks, temperature C, power: %.200s", line);
+    }
+    pclose(p);
+}
+
+/* The order a shape's configs are tried in: declared, or shuffled by a generator seeded with the
+ * seed and the shape (so a resumed run repeats it). */
+static void config_order(const ktune_sweep_opts *o, int shape, int *order)
+{
+    int n = o->space->nconfigs;
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    if (!o->seed)
+        return;
+    uint64_t x = (uint64_t)o->seed * 0x9e3779b97f4a7c15ULL + (uint64_t)shape + 1;
+    for (int i = n - 1; i > 0; i--) {
+        x ^= x << 13; /* xorshift64 */
+        x ^= x >> 7;
+        x ^= x << 17;
+        int j = (int)(x % (uint64_t)(i + 1));
+        int t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
 }
 
 static trial_status status_parse(const char *s)
@@ -232,6 +280,10 @@ static int write_meta(const ktune_sweep_opts *o, const ktune_worker_device *d, k
     ktune_buf_printf(&b, "flags: \"%s\"\ncommand: \"%s\"\n", flags, command);
     ktune_buf_printf(&b, "samples: %d\nmin_sample_us: %g\nconfig_timeout_s: %g\n",
                      o->worker.samples, o->worker.min_sample_us, o->config_timeout_s);
+    ktune_buf_printf(&b, "seed: %u\npatience: %d\n", o->seed, o->patience);
+    char state[256];
+    gpu_state(o->worker.device, state, sizeof state);
+    ktune_buf_printf(&b, "gpu_state_start: \"%s\"\n", state);
     int rc = ktune_file_write_if_changed(path, b.data, b.len, err) < 0 ? -1 : 0;
     ktune_buf_free(&b);
     return rc;
@@ -371,6 +423,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     int rc = -1, interrupted = 0;
     FILE *journal = NULL, *final = NULL;
     trial *trials = NULL;
+    int *order = NULL;
     ktune_final_row *done_rows = NULL;
     int ndone_rows = 0;
     double start = now_s();
@@ -411,7 +464,8 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
 
     int tty = isatty(2);
     int counts[ST_COUNT] = {0};
-    int measured = 0, todo = 0;
+    int measured = 0, todo = 0, skipped = 0, noisy = 0;
+    order = malloc(sizeof *order * (size_t)(s->nconfigs ? s->nconfigs : 1));
     for (size_t i = 0; i < ntrials; i++)
         todo += trials[i].status == ST_NONE &&
                 ktune_space_valid(s, &s->configs[i % (size_t)s->nconfigs],
@@ -422,9 +476,15 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
         trial *row = &trials[(size_t)si * (size_t)s->nconfigs];
         char keytext[256];
         ktune_space_key_format(s, key, keytext, sizeof keytext);
-        int best = -1;
-        for (int ci = 0; ci < s->nconfigs && !interrupted; ci++) {
+        int best = -1, since_best = 0;
+        config_order(o, si, order);
+        for (int oi = 0; oi < s->nconfigs && !interrupted; oi++) {
+            int ci = order[oi];
             trial *t = &row[ci];
+            if (o->patience > 0 && since_best >= o->patience) {
+                skipped += t->status == ST_NONE;
+                continue;
+            }
             if (t->status == ST_NONE) {
                 char line[8192], reply[4096] = "", detail[2048] = "";
                 int samples = 0;
@@ -479,8 +539,13 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                             s->configs[ci].name, status_names[t->status], detail);
             }
             counts[t->status]++;
-            if (t->status == ST_OK && (best < 0 || t->us < row[best].us))
+            noisy += t->status == ST_OK && t->spread > KTUNE_NOISY_SPREAD;
+            if (t->status == ST_OK && (best < 0 || t->us < row[best].us)) {
                 best = ci;
+                since_best = 0;
+            } else if (t->status != ST_INVALID) {
+                since_best++;
+            }
         }
         if (interrupted)
             break;
@@ -514,12 +579,27 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                 ktune_space_key_compare(s, done_rows[j].key, done_rows[i].key) == 0)
                 log_gain += log(done_rows[j].us / done_rows[i].us);
     }
-    fprintf(stderr,
-            "ktune: %s: %d of %d shapes tuned%s; trials: %d ok, %d invalid, %d wrong, %d failed, "
-            "%d timeout; worker restarts %d; %.1f s; gain over the default %.3fx (geomean)\n",
-            o->run_dir, tuned, s->nshapes, interrupted ? " (interrupted: re-run to resume)" : "",
-            counts[ST_OK], counts[ST_INVALID], counts[ST_WRONG], counts[ST_FAILED],
-            counts[ST_TIMEOUT], w.restarts, now_s() - start, tuned ? exp(log_gain / tuned) : 1.0);
+    char state[256];
+    gpu_state(o->worker.device, state, sizeof state);
+    ktune_buf summary = {0};
+    ktune_buf_printf(&summary,
+                     "ktune: %s: %d of %d shapes tuned%s; trials: %d ok, %d invalid, %d wrong, "
+                     "%d failed, %d timeout, %d skipped (no improvement); worker restarts %d; "
+                     "%.1f s; gain over the default %.3fx (geomean)\n",
+                     o->run_dir, tuned, s->nshapes,
+                     interrupted ? " (interrupted: re-run to resume)" : "", counts[ST_OK],
+                     counts[ST_INVALID], counts[ST_WRONG], counts[ST_FAILED], counts[ST_TIMEOUT],
+                     skipped, w.restarts, now_s() - start, tuned ? exp(log_gain / tuned) : 1.0);
+    if (noisy)
+        ktune_buf_printf(&summary,
+                         "ktune: warning: %d measurements spread more than %.0f%% (MAD/median): "
+                         "the GPU was not quiet; consider re-running\n",
+                         noisy, KTUNE_NOISY_SPREAD * 100);
+    ktune_buf_printf(&summary, "ktune: GPU at the end: %s\n", state);
+    fputs(summary.data, stderr);
+    snprintf(path, sizeof path, "%s/summary.txt", o->run_dir);
+    ktune_file_write_if_changed(path, summary.data, summary.len, err);
+    ktune_buf_free(&summary);
     rc = interrupted ? 1 : 0;
 cleanup:
     ktune_worker_stop(&w);
@@ -529,5 +609,6 @@ cleanup:
         fclose(final);
     free(trials);
     free(done_rows);
+    free(order);
     return rc;
 }

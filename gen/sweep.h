@@ -18,6 +18,8 @@ typedef struct {
     const char *source_rev;
     const char *flags;
     int verbose;
+    unsigned seed;  /* 0: configs in declared order; else a shuffled order, the same every run */
+    int patience;   /* > 0: a shape stops after this many measured configs without a new best */
 } ktune_sweep_opts;
 
 /* 0 done, 1 interrupted (journal intact; re-run to resume), -1 error (err set). */

@@ -71,6 +71,19 @@ tail -c1 "$work/c/trials.csv" | od -c | grep -q '\\n' || bad "journal does not e
 sweep "$work/c" >/dev/null 2>&1 || bad "sweep c did not resume"
 [ "$(winners "$work/c")" = "$expected" ] || bad "winners after Ctrl-C and resume"
 
+note "--seed shuffles reproducibly; --max-configs-without-improvement stops a shape early"
+sweep "$work/s1" --seed 7 --max-configs-without-improvement 2 >"$work/s1.log" 2>&1 || bad "seeded sweep"
+sweep "$work/s2" --seed 7 --max-configs-without-improvement 2 >/dev/null 2>&1 || bad "seeded sweep again"
+sweep "$work/s3" --seed 8 >/dev/null 2>&1 || bad "sweep with another seed"
+[ "$(cut -d, -f1,2 "$work/s1/trials.csv")" = "$(cut -d, -f1,2 "$work/s2/trials.csv")" ] || bad "the same seed gave another order"
+[ "$(cut -d, -f1,2 "$work/s1/trials.csv")" != "$(cut -d, -f1,2 "$work/s3/trials.csv" | head -n "$(wc -l <"$work/s1/trials.csv")")" ] || bad "another seed gave the same order"
+n1=$(($(wc -l <"$work/s1/trials.csv") - 1))
+[ "$n1" -lt 40 ] || bad "early stop tried all $n1 trials"
+grep -q "skipped (no improvement)" "$work/s1.log" || bad "no word of the skipped trials"
+grep -q "^seed: 7" "$work/s1/meta.yaml" || bad "the seed is not in the metadata"
+grep -q "GPU at the end" "$work/s1/summary.txt" || bad "no summary.txt"
+echo "early stop: $n1 of 40 trials"
+
 note "apply: new keys, then the regression rule"
 "$ktune" apply "$work/a" --space "$space" --registry-dir "$work/reg" || bad "apply a"
 reg="$work/reg/ktune-simulated-gpu/sim.yaml"
