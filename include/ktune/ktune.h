@@ -40,7 +40,8 @@ extern "C" {
     X(KTUNE_ERROR_INVALID_ARGUMENT, "invalid argument")                          \
     X(KTUNE_ERROR_NO_CONFIG, "no configuration is valid for this shape")        \
     X(KTUNE_ERROR_FORCED_CONFIG, "the configuration KTUNE_FORCE names is unknown or invalid here") \
-    X(KTUNE_ERROR_CUDA, "CUDA error")
+    X(KTUNE_ERROR_CUDA, "CUDA error")                                             \
+    X(KTUNE_ERROR_OUT_OF_MEMORY, "out of host memory")
 
 typedef enum {
 #define KTUNE_STATUS_ENUM(name, text) name,

@@ -13,7 +13,6 @@ extern "C" {
 
 #define KTUNE_MAX_KEY 6
 #define KTUNE_MAX_PARAMS 6
-#define KTUNE_MAX_TABLES 16
 
 /* One tuned shape: its key, the winning configuration, its time and the default's time. */
 typedef struct {

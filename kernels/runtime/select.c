@@ -9,7 +9,6 @@
 #include <string.h>
 
 #define KTUNE_MAX_WARNED 4096
-#define KTUNE_MAX_RESOLVED 64
 
 typedef struct {
     const ktune_family *family;
@@ -28,7 +27,7 @@ static char force_spec[1024];
 static char untuned_path[1024];
 static warned_key warned[KTUNE_MAX_WARNED];
 static int nwarned;
-static resolved_table resolved[KTUNE_MAX_RESOLVED];
+static resolved_table *resolved;
 static int nresolved;
 
 static void env_load(void)
@@ -52,6 +51,8 @@ void ktune_select_reset(void)
     nwarned = 0;
     for (int i = 0; i < nresolved; i++)
         free(resolved[i].instance);
+    free(resolved);
+    resolved = NULL;
     nresolved = 0;
     pthread_mutex_unlock(&select_lock);
 }
@@ -93,13 +94,18 @@ static const int *table_resolve(const ktune_family *f, const ktune_table *t)
         if (resolved[i].rows == t->rows)
             return resolved[i].instance;
     int *idx = malloc(sizeof *idx * (size_t)(t->nrows ? t->nrows : 1));
-    if (!idx)
+    resolved_table *grown = realloc(resolved, sizeof *resolved * (size_t)(nresolved + 1));
+    if (!idx || !grown) {
+        free(idx);
+        if (grown)
+            resolved = grown;
         return NULL;
+    }
+    resolved = grown;
     for (int r = 0; r < t->nrows; r++)
         idx[r] = ktune_instance_find(f, t->rows[r].config);
-    if (nresolved < KTUNE_MAX_RESOLVED)
-        resolved[nresolved++] = (resolved_table){t->rows, idx};
-    return idx; /* beyond the cache's size it leaks one array a call; 64 tables is far beyond use */
+    resolved[nresolved++] = (resolved_table){t->rows, idx};
+    return idx;
 }
 
 static const ktune_table *table_for(const ktune_family *f, const ktune_device *dev)
@@ -210,7 +216,7 @@ static ktune_status select_locked(const ktune_family *f, const int64_t *key, con
     if (t) {
         const int *idx = table_resolve(f, t);
         if (!idx)
-            return KTUNE_ERROR_INVALID_ARGUMENT;
+            return KTUNE_ERROR_OUT_OF_MEMORY;
         c->table = t->device;
         int r = row_find(f, t, key);
         if (r >= 0 && idx[r] >= 0 && instance_valid(f, idx[r], key, dev)) {

@@ -484,6 +484,38 @@ template <int THREADS, int VEC, int UNROLL, int PER_SM> struct online_launcher {
     }
 };
 
+/* Launches kernel on rows * CTAS blocks, in clusters of CTAS blocks when CTAS > 1. Function
+ * attributes are set on every launch: they belong to one device's context, and each translation
+ * unit that instantiates a kernel loads its own copy. */
+template <int CTAS, int THREADS, typename... Params, typename... Args>
+cudaError_t launch_clusters(void (*kernel)(Params...), int64_t rows, size_t smem, cudaStream_t s,
+                            Args... args)
+{
+    cudaError_t e = cudaSuccess;
+    if (smem > 0)
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e == cudaSuccess && CTAS > 8)
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (e != cudaSuccess)
+        return e;
+    cudaLaunchConfig_t config = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = CTAS;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    config.gridDim = dim3((unsigned)(rows * CTAS));
+    config.blockDim = dim3(THREADS);
+    config.dynamicSmemBytes = smem;
+    config.stream = s;
+    config.attrs = CTAS > 1 ? attr : nullptr;
+    config.numAttrs = CTAS > 1 ? 1 : 0;
+    e = cudaLaunchKernelEx(&config, kernel, args...);
+    if (e != cudaSuccess)
+        cudaGetLastError(); /* reported here, not again by the next launch */
+    return e;
+}
+
 template <int CTAS, int THREADS, int VEC, int ITERS> struct cluster_launcher {
     template <typename T>
     static cudaError_t run(const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
@@ -491,31 +523,9 @@ template <int CTAS, int THREADS, int VEC, int ITERS> struct cluster_launcher {
         cudaError_t e = check_shape(rows, cols, rows * CTAS);
         if (e != cudaSuccess)
             return e;
-        /* set on every launch: an attribute belongs to one device's context, and each
-         * translation unit that instantiates the kernel loads its own copy */
-        if (CTAS > 8) {
-            e = cudaFuncSetAttribute(cluster_kernel<T, CTAS, THREADS, VEC, ITERS>,
-                                     cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-            if (e != cudaSuccess)
-                return e;
-        }
-        cudaLaunchConfig_t config = {};
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = CTAS;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        config.gridDim = dim3((unsigned)(rows * CTAS));
-        config.blockDim = dim3(THREADS);
-        config.stream = s;
-        config.attrs = attr;
-        config.numAttrs = 1;
-        e = cudaLaunchKernelEx(&config, cluster_kernel<T, CTAS, THREADS, VEC, ITERS>,
-                               (const T *)x, (T *)y, rows, (int)cols,
-                               is_aligned<T, VEC>(x, y, cols));
-        if (e != cudaSuccess)
-            cudaGetLastError(); /* reported here, not again by the next launch */
-        return e;
+        return launch_clusters<CTAS, THREADS>(cluster_kernel<T, CTAS, THREADS, VEC, ITERS>, rows, 0,
+                                              s, (const T *)x, (T *)y, rows, (int)cols,
+                                              is_aligned<T, VEC>(x, y, cols));
     }
 };
 
@@ -537,32 +547,9 @@ template <int CTAS, int THREADS> struct smem_launcher {
             return e;
         if (bytes > (size_t)optin - 1024)
             return cudaErrorInvalidValue;
-        /* set on every launch, as for the cluster kernel */
-        e = cudaFuncSetAttribute(smem_kernel<T, CTAS, THREADS>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-        if (e == cudaSuccess && CTAS > 8)
-            e = cudaFuncSetAttribute(smem_kernel<T, CTAS, THREADS>,
-                                     cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-        if (e != cudaSuccess)
-            return e;
-        const bool aligned = is_aligned<T, E>(x, y, cols);
-        cudaLaunchConfig_t config = {};
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = CTAS;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        config.gridDim = dim3((unsigned)(rows * CTAS));
-        config.blockDim = dim3(THREADS);
-        config.dynamicSmemBytes = bytes;
-        config.stream = s;
-        config.attrs = CTAS > 1 ? attr : nullptr;
-        config.numAttrs = CTAS > 1 ? 1 : 0;
-        e = cudaLaunchKernelEx(&config, smem_kernel<T, CTAS, THREADS>, (const T *)x, (T *)y, rows,
-                               (int)cols, (int)chunk, aligned);
-        if (e != cudaSuccess)
-            cudaGetLastError(); /* reported here, not again by the next launch */
-        return e;
+        return launch_clusters<CTAS, THREADS>(smem_kernel<T, CTAS, THREADS>, rows, bytes, s,
+                                              (const T *)x, (T *)y, rows, (int)cols, (int)chunk,
+                                              is_aligned<T, E>(x, y, cols));
     }
 };
 
