@@ -196,10 +196,17 @@ unsigned ktune_expr_uses(const ktune_expr *e)
     return self | ktune_expr_uses(e->a) | ktune_expr_uses(e->b);
 }
 
+/* An overflowed result saturates toward the sign it was heading for. */
+static int64_t saturate(int overflowed, int64_t result, int negative)
+{
+    return overflowed ? (negative ? INT64_MIN : INT64_MAX) : result;
+}
+
 int64_t ktune_expr_eval(const ktune_expr *e, const ktune_expr_env *env)
 {
     int64_t a = e->a ? ktune_expr_eval(e->a, env) : 0;
     int64_t b = e->b ? ktune_expr_eval(e->b, env) : 0;
+    int64_t r = 0;
     switch (e->op) {
     case OP_NUM: return e->value;
     case OP_REF:
@@ -210,13 +217,22 @@ int64_t ktune_expr_eval(const ktune_expr *e, const ktune_expr_env *env)
         case KTUNE_REF_LIMIT: return env->limits[e->index];
         }
         return 0;
-    case OP_NEG: return -a;
+    case OP_NEG: return a == INT64_MIN ? INT64_MAX : -a;
     case OP_NOT: return !a;
-    case OP_MUL: return a * b;
-    case OP_DIV: return b ? a / b : 0;
-    case OP_MOD: return b ? a % b : 0;
-    case OP_ADD: return a + b;
-    case OP_SUB: return a - b;
+    case OP_MUL: {
+        int over = __builtin_mul_overflow(a, b, &r);
+        return saturate(over, r, (a < 0) != (b < 0));
+    }
+    case OP_DIV: return b ? (a == INT64_MIN && b == -1 ? INT64_MAX : a / b) : 0;
+    case OP_MOD: return b ? (b == -1 ? 0 : a % b) : 0;
+    case OP_ADD: {
+        int over = __builtin_add_overflow(a, b, &r);
+        return saturate(over, r, a < 0);
+    }
+    case OP_SUB: {
+        int over = __builtin_sub_overflow(a, b, &r);
+        return saturate(over, r, a < 0);
+    }
     case OP_LT: return a < b;
     case OP_LE: return a <= b;
     case OP_GT: return a > b;

@@ -36,7 +36,7 @@ typedef struct {
     const int64_t *limits; /* KTUNE_NLIMITS values, in ktune_limit_names order */
 } ktune_expr_env;
 
-/* Evaluates; division or remainder by zero makes the whole expression 0 (false). */
+/* Evaluates; division or remainder by zero gives 0, and a result beyond int64 saturates. */
 int64_t ktune_expr_eval(const ktune_expr *e, const ktune_expr_env *env);
 
 /* Appends the expression as a fully parenthesized C expression. Names print as name(kind,

@@ -71,6 +71,11 @@ int main(void)
     CHECK(eval("sms") == 132);
     CHECK(eval("cols / (a - 2)") == 0); /* by zero: 0 */
     CHECK(eval("cols % 0 == 0") == 1);
+    /* beyond int64: saturates, never wraps (and never trips UBSan) */
+    CHECK(eval("4611686018427387904 * 4 > 0") == 1);
+    CHECK(eval("-4611686018427387904 * 4 < 0") == 1);
+    CHECK(eval("4611686018427387904 + 4611686018427387904 + 4611686018427387904 > 0") == 1);
+    CHECK(eval("0 - 4611686018427387904 - 4611686018427387904 - 4611686018427387904 < 0") == 1);
 
     ktune_err err;
     ktune_expr *e = ktune_expr_parse("a * nope <= 4", resolve, NULL, "s.yaml", 7, 9, &err);
