@@ -44,8 +44,11 @@ static const char usage_text[] =
     "                            a shape stops after N measured configs without a new best\n"
     "                            (0: exhaustive, the default)\n"
     "      --gpu N               CUDA device (0)\n"
+    "      --shard i/N           measure only shapes i, i + N, i + 2N, ... (several machines;\n"
+    "                            ktune merge joins the runs)\n"
     "      --apply               apply the run and emit the header when done\n"
     "      --verbose             print every failure as it happens\n"
+    "  merge OUT RUN...  join run folders (the shards of a sweep) into the run folder OUT\n"
     "  apply RUN         merge a run into generated/<device>/<family>.yaml and emit its header\n"
     "      --force               take every winner of the run, faster or not\n"
     "  emit <family>     registries -> headers (generated/<device>/<family>.h)\n"
@@ -71,10 +74,12 @@ static const char usage_text[] =
     "                        git describe of the source tree, else unknown)\n";
 
 typedef struct {
-    const char *command, *family, *positional2;
+    const char *command, *family;
+    const char *positionals[64];
+    int npositionals;
     const char *space, *spaces_dir, *registry_dir, *templates, *m4, *worker;
     const char *run, *out, *source_rev;
-    int samples, top, gpu, shards, seed, patience;
+    int samples, top, gpu, shards, seed, patience, shard, shard_count;
     double min_sample_us, warmup_us, config_timeout, threshold;
     int apply, verbose, force, check, list, library_all;
     char command_line[2048];
@@ -123,6 +128,7 @@ static int parse_options(int argc, char **argv, options *o)
     o->warmup_us = 200;
     o->config_timeout = 10;
     o->threshold = 5;
+    o->shard_count = 1;
     size_t n = 0;
     for (int i = 0; i < argc && n < sizeof o->command_line; i++)
         n += (size_t)snprintf(o->command_line + n, sizeof o->command_line - n, "%s%s", i ? " " : "",
@@ -135,12 +141,11 @@ static int parse_options(int argc, char **argv, options *o)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = 1, rc = 0;
         if (a[0] != '-') {
+            if (o->npositionals == 64)
+                return usage_error("too many arguments at '%s'", a);
+            o->positionals[o->npositionals++] = a;
             if (!o->family)
                 o->family = a;
-            else if (!o->positional2)
-                o->positional2 = a;
-            else
-                return usage_error("unexpected argument '%s'", a);
             continue;
         }
         if (strcmp(a, "--apply") == 0)
@@ -161,7 +166,7 @@ static int parse_options(int argc, char **argv, options *o)
             "--space", "--spaces-dir", "--registry-dir", "--templates", "--m4", "--worker",
             "--run", "--out", "--source-rev", "--samples", "--top", "--gpu", "--shards",
             "--min-sample-us", "--warmup-us", "--config-timeout", "--threshold", "--seed",
-            "--max-configs-without-improvement", NULL};
+            "--max-configs-without-improvement", "--shard", NULL};
         int known = 0;
         for (const char *const *k = valued; *k && !known; k++)
             known = strcmp(*k, a) == 0;
@@ -195,7 +200,11 @@ static int parse_options(int argc, char **argv, options *o)
             rc = parse_int_arg(a, v, 0, 1023, &o->gpu);
         else if (strcmp(a, "--shards") == 0)
             rc = parse_int_arg(a, v, 1, 64, &o->shards);
-        else if (strcmp(a, "--seed") == 0)
+        else if (strcmp(a, "--shard") == 0) {
+            if (sscanf(v, "%d/%d", &o->shard, &o->shard_count) != 2 || o->shard_count < 1 ||
+                o->shard < 0 || o->shard >= o->shard_count)
+                return usage_error("--shard: '%s' is not i/N with 0 <= i < N", v);
+        } else if (strcmp(a, "--seed") == 0)
             rc = parse_int_arg(a, v, 0, 2147483647, &o->seed);
         else if (strcmp(a, "--max-configs-without-improvement") == 0)
             rc = parse_int_arg(a, v, 0, 1000000, &o->patience);
@@ -512,7 +521,9 @@ static int cmd_sweep(const options *o, const ktune_space *s)
                            KTUNE_CUDA_FLAGS,
                            o->verbose,
                            (unsigned)o->seed,
-                           o->patience};
+                           o->patience,
+                           o->shard,
+                           o->shard_count};
     ktune_err err;
     ktune_worker probe;
     so.worker.log_path = NULL;
@@ -610,19 +621,24 @@ int main(int argc, char **argv)
     int rc = parse_options(argc, argv, &o);
     if (rc)
         return rc;
-    static const char *const commands[] = {"sweep", "apply", "emit",   "show", "bench",
-                                           "verify", "expand", "gen", NULL};
+    static const char *const commands[] = {"sweep",  "apply",  "merge", "emit", "show",
+                                           "bench",  "verify", "expand", "gen", NULL};
     int known = 0;
     for (const char *const *c = commands; *c; c++)
         known |= strcmp(*c, o.command) == 0;
     if (!known)
         return usage_error("unknown command '%s'", o.command);
+    if (o.npositionals > 1 && strcmp(o.command, "merge") != 0)
+        return usage_error("unexpected argument '%s'", o.positionals[1]);
     ktune_space s;
-    if (strcmp(o.command, "apply") == 0) {
-        /* ktune apply RUN: the family comes from the run's metadata */
-        const char *run = o.family;
-        if (!run)
-            return usage_error("apply needs a run folder%s", "");
+    if (strcmp(o.command, "apply") == 0 || strcmp(o.command, "merge") == 0) {
+        /* ktune apply RUN, ktune merge OUT RUN...: the family comes from the run's metadata */
+        int merge = strcmp(o.command, "merge") == 0;
+        if (o.npositionals < (merge ? 2 : 1))
+            return usage_error(merge ? "merge needs OUT and at least one run folder%s"
+                                     : "apply needs a run folder%s",
+                               "");
+        const char *run = o.positionals[merge ? 1 : 0];
         options o2 = o;
         char meta[4096];
         ktune_run_info info;
@@ -637,7 +653,17 @@ int main(int argc, char **argv)
         }
         if ((rc = load_space(&o2, &s)))
             return rc;
-        rc = do_apply(&o2, &s, run);
+        if (merge) {
+            rc = ktune_merge_runs(&s, o.positionals[0], o.positionals + 1, o.npositionals - 1, &err);
+            if (rc)
+                fprintf(stderr, "%s\n", err.msg);
+            else
+                fprintf(stderr, "ktune: merged %d runs into %s\n", o.npositionals - 1,
+                        o.positionals[0]);
+            rc = rc ? 1 : 0;
+        } else {
+            rc = do_apply(&o2, &s, run);
+        }
         ktune_space_free(&s);
         return rc;
     }

@@ -58,7 +58,7 @@ static int load_run(const char *file, const ktune_node *n, ktune_run_info *run, 
     static const char *const allowed[] = {
         "id",   "name", "family", "device", "sms", "cc", "driver", "cuda", "source", "date",
         "command", "flags", "cuda_driver_api", "l2_bytes", "smem_per_block", "samples",
-        "min_sample_us", "config_timeout_s", "seed", "patience", "gpu_state_start", NULL};
+        "min_sample_us", "config_timeout_s", "seed", "patience", "shard", "gpu_state_start", NULL};
     if (ktune_expect(file, n, KTUNE_NODE_MAP, "a run", err) ||
         ktune_expect_keys(file, n, allowed, NULL, err))
         return -1;

@@ -280,7 +280,8 @@ static int write_meta(const ktune_sweep_opts *o, const ktune_worker_device *d, k
     ktune_buf_printf(&b, "flags: \"%s\"\ncommand: \"%s\"\n", flags, command);
     ktune_buf_printf(&b, "samples: %d\nmin_sample_us: %g\nconfig_timeout_s: %g\n",
                      o->worker.samples, o->worker.min_sample_us, o->config_timeout_s);
-    ktune_buf_printf(&b, "seed: %u\npatience: %d\n", o->seed, o->patience);
+    ktune_buf_printf(&b, "seed: %u\npatience: %d\nshard: \"%d/%d\"\n", o->seed, o->patience,
+                     o->shard, o->shards);
     char state[256];
     gpu_state(o->worker.device, state, sizeof state);
     ktune_buf_printf(&b, "gpu_state_start: \"%s\"\n", state);
@@ -468,10 +469,13 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     order = malloc(sizeof *order * (size_t)(s->nconfigs ? s->nconfigs : 1));
     for (size_t i = 0; i < ntrials; i++)
         todo += trials[i].status == ST_NONE &&
+                (int)(i / (size_t)s->nconfigs) % o->shards == o->shard &&
                 ktune_space_valid(s, &s->configs[i % (size_t)s->nconfigs],
                                   s->shapes[i / (size_t)s->nconfigs].key, limits);
     double measure_start = now_s();
     for (int si = 0; si < s->nshapes && !interrupted; si++) {
+        if (si % o->shards != o->shard)
+            continue;
         const int64_t *key = s->shapes[si].key;
         trial *row = &trials[(size_t)si * (size_t)s->nconfigs];
         char keytext[256];
@@ -586,7 +590,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                      "ktune: %s: %d of %d shapes tuned%s; trials: %d ok, %d invalid, %d wrong, "
                      "%d failed, %d timeout, %d skipped (no improvement); worker restarts %d; "
                      "%.1f s; gain over the default %.3fx (geomean)\n",
-                     o->run_dir, tuned, s->nshapes,
+                     o->run_dir, tuned, (s->nshapes - o->shard + o->shards - 1) / o->shards,
                      interrupted ? " (interrupted: re-run to resume)" : "", counts[ST_OK],
                      counts[ST_INVALID], counts[ST_WRONG], counts[ST_FAILED], counts[ST_TIMEOUT],
                      skipped, w.restarts, now_s() - start, tuned ? exp(log_gain / tuned) : 1.0);
@@ -610,5 +614,111 @@ cleanup:
     free(trials);
     free(done_rows);
     free(order);
+    return rc;
+}
+
+/* Copies the data lines (all but the header) of run/name into out. */
+static int copy_lines(const char *run, const char *name, FILE *out, ktune_err *err)
+{
+    char path[4096], line[8192];
+    snprintf(path, sizeof path, "%s/%s", run, name);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return ktune_fail(err, "%s: cannot open", path);
+    int first = 1;
+    while (fgets(line, sizeof line, f)) {
+        if (!first && strchr(line, '\n'))
+            fputs(line, out);
+        first = 0;
+    }
+    fclose(f);
+    return 0;
+}
+
+static const ktune_space *merge_space;
+
+static int final_row_cmp(const void *a, const void *b)
+{
+    const ktune_final_row *x = a, *y = b;
+    int c = ktune_space_key_compare(merge_space, x->key, y->key);
+    return c ? c : x->rank - y->rank;
+}
+
+int ktune_merge_runs(const ktune_space *s, const char *out, const char *const *runs, int count,
+                     ktune_err *err)
+{
+    ktune_run_info first, info;
+    char path[4096];
+    ktune_final_row *all = NULL;
+    int nall = 0, rc = -1;
+    FILE *trials = NULL, *final = NULL;
+    for (int r = 0; r < count; r++) {
+        snprintf(path, sizeof path, "%s/meta.yaml", runs[r]);
+        if (ktune_run_info_load(path, r ? &info : &first, err))
+            return -1;
+        if (r && (strcmp(info.device, first.device) != 0 || info.sms != first.sms ||
+                  strcmp(info.family, first.family) != 0))
+            return ktune_fail(err, "%s (%s on %s, %d SMs) does not go with %s (%s on %s, %d SMs)",
+                              runs[r], info.family, info.device, info.sms, runs[0], first.family,
+                              first.device, first.sms);
+    }
+    if (strcmp(first.family, s->family) != 0)
+        return ktune_fail(err, "%s holds a %s run, not %s", runs[0], first.family, s->family);
+    if (ktune_mkdirs(out, err))
+        return -1;
+    size_t len;
+    snprintf(path, sizeof path, "%s/meta.yaml", runs[0]);
+    char *meta = ktune_file_read(path, &len, err);
+    snprintf(path, sizeof path, "%s/meta.yaml", out);
+    if (!meta || ktune_file_write_if_changed(path, meta, len, err) < 0) {
+        free(meta);
+        return -1;
+    }
+    free(meta);
+    snprintf(path, sizeof path, "%s/trials.csv", out);
+    trials = fopen(path, "w");
+    snprintf(path, sizeof path, "%s/final.csv", out);
+    final = fopen(path, "w");
+    if (!trials || !final) {
+        ktune_fail(err, "%s: cannot write", out);
+        goto cleanup;
+    }
+    fputs("key,config,status,median_us,spread,samples,detail\n", trials);
+    fputs("key,config,rank,of,us,spread,is_default,is_committed\n", final);
+    for (int r = 0; r < count; r++) {
+        ktune_final_row *rows;
+        int n;
+        if (copy_lines(runs[r], "trials.csv", trials, err) ||
+            ktune_final_load(runs[r], s, &rows, &n, err))
+            goto cleanup;
+        /* a later run's block for a key replaces an earlier one */
+        int w = 0;
+        for (int i = 0; i < nall; i++) {
+            int later = 0;
+            for (int j = 0; j < n && !later; j++)
+                later = ktune_space_key_compare(s, all[i].key, rows[j].key) == 0;
+            if (!later)
+                all[w++] = all[i];
+        }
+        all = realloc(all, sizeof *all * (size_t)(w + n + 1));
+        memcpy(all + w, rows, sizeof *rows * (size_t)n);
+        nall = w + n;
+        free(rows);
+    }
+    merge_space = s;
+    qsort(all, (size_t)nall, sizeof *all, final_row_cmp);
+    for (int i = 0; i < nall; i++) {
+        char key[256];
+        ktune_space_key_format(s, all[i].key, key, sizeof key);
+        fprintf(final, "%s,%s,%d,%d,%.4f,%.5f,%d,%d\n", key, all[i].config, all[i].rank, all[i].of,
+                all[i].us, all[i].spread, all[i].is_default, all[i].is_committed);
+    }
+    rc = 0;
+cleanup:
+    if (trials)
+        fclose(trials);
+    if (final)
+        fclose(final);
+    free(all);
     return rc;
 }

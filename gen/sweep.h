@@ -20,6 +20,7 @@ typedef struct {
     int verbose;
     unsigned seed;  /* 0: configs in declared order; else a shuffled order, the same every run */
     int patience;   /* > 0: a shape stops after this many measured configs without a new best */
+    int shard, shards; /* this run measures shapes shard, shard + shards, ... (shards >= 1) */
 } ktune_sweep_opts;
 
 /* 0 done, 1 interrupted (journal intact; re-run to resume), -1 error (err set). */
@@ -37,6 +38,11 @@ typedef struct {
 /* Reads <run>/final.csv: the last complete block of each shape. */
 int ktune_final_load(const char *run_dir, const ktune_space *space, ktune_final_row **rows,
                      int *count, ktune_err *err);
+
+/* Merges run folders (of one family, made on one kind of device, e.g. the shards of a sweep) into
+ * out: every trial, and each shape's final block from the last run that has one. */
+int ktune_merge_runs(const ktune_space *space, const char *out, const char *const *runs, int count,
+                     ktune_err *err);
 
 /* Device limits in ktune_limit_names order. */
 void ktune_limits_from(const ktune_worker_device *d, int64_t *limits);
