@@ -44,6 +44,8 @@ static const char usage_text[] =
     "                            a shape stops after N measured configs without a new best\n"
     "                            (0: exhaustive, the default)\n"
     "      --gpu N               CUDA device (0)\n"
+    "      --shape-budget S      a shape takes no new config after S seconds (0: no limit)\n"
+    "      --budget S            the run stops after S seconds, exit 3; re-run to resume\n"
     "      --shard i/N           measure only shapes i, i + N, i + 2N, ... (several machines;\n"
     "                            ktune merge joins the runs)\n"
     "      --apply               apply the run and emit the header when done\n"
@@ -80,7 +82,7 @@ typedef struct {
     const char *space, *spaces_dir, *registry_dir, *templates, *m4, *worker;
     const char *run, *out, *source_rev;
     int samples, top, gpu, shards, seed, patience, shard, shard_count;
-    double min_sample_us, warmup_us, config_timeout, threshold;
+    double min_sample_us, warmup_us, config_timeout, threshold, shape_budget, run_budget;
     int apply, verbose, force, check, list, library_all;
     char command_line[2048];
 } options;
@@ -166,7 +168,7 @@ static int parse_options(int argc, char **argv, options *o)
             "--space", "--spaces-dir", "--registry-dir", "--templates", "--m4", "--worker",
             "--run", "--out", "--source-rev", "--samples", "--top", "--gpu", "--shards",
             "--min-sample-us", "--warmup-us", "--config-timeout", "--threshold", "--seed",
-            "--max-configs-without-improvement", "--shard", NULL};
+            "--max-configs-without-improvement", "--shard", "--shape-budget", "--budget", NULL};
         int known = 0;
         for (const char *const *k = valued; *k && !known; k++)
             known = strcmp(*k, a) == 0;
@@ -214,6 +216,10 @@ static int parse_options(int argc, char **argv, options *o)
             rc = parse_double_arg(a, v, 0, &o->warmup_us);
         else if (strcmp(a, "--threshold") == 0)
             rc = parse_double_arg(a, v, 0, &o->threshold);
+        else if (strcmp(a, "--shape-budget") == 0)
+            rc = parse_double_arg(a, v, 0, &o->shape_budget);
+        else if (strcmp(a, "--budget") == 0)
+            rc = parse_double_arg(a, v, 0, &o->run_budget);
         else
             rc = parse_double_arg(a, v, 0.1, &o->config_timeout);
         if (rc)
@@ -523,7 +529,9 @@ static int cmd_sweep(const options *o, const ktune_space *s)
                            (unsigned)o->seed,
                            o->patience,
                            o->shard,
-                           o->shard_count};
+                           o->shard_count,
+                           o->shape_budget,
+                           o->run_budget};
     ktune_err err;
     ktune_worker probe;
     so.worker.log_path = NULL;
@@ -552,8 +560,10 @@ static int cmd_sweep(const options *o, const ktune_space *s)
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
-    if (rc == 1)
+    if (rc == KTUNE_SWEEP_INTERRUPTED)
         return 130;
+    if (rc == KTUNE_SWEEP_BUDGET_SPENT)
+        return 3;
     return o->apply ? do_apply(o, s, run) : 0;
 }
 

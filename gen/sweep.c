@@ -473,9 +473,15 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                 ktune_space_valid(s, &s->configs[i % (size_t)s->nconfigs],
                                   s->shapes[i / (size_t)s->nconfigs].key, limits);
     double measure_start = now_s();
-    for (int si = 0; si < s->nshapes && !interrupted; si++) {
+    int budget_spent = 0;
+    for (int si = 0; si < s->nshapes && !interrupted && !budget_spent; si++) {
         if (si % o->shards != o->shard)
             continue;
+        if (o->run_budget_s > 0 && now_s() - start > o->run_budget_s) {
+            budget_spent = 1;
+            break;
+        }
+        double shape_start = now_s();
         const int64_t *key = s->shapes[si].key;
         trial *row = &trials[(size_t)si * (size_t)s->nconfigs];
         char keytext[256];
@@ -485,7 +491,8 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
         for (int oi = 0; oi < s->nconfigs && !interrupted; oi++) {
             int ci = order[oi];
             trial *t = &row[ci];
-            if (o->patience > 0 && since_best >= o->patience) {
+            if ((o->patience > 0 && since_best >= o->patience) ||
+                (o->shape_budget_s > 0 && now_s() - shape_start > o->shape_budget_s)) {
                 skipped += t->status == ST_NONE;
                 continue;
             }
@@ -588,10 +595,14 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     ktune_buf summary = {0};
     ktune_buf_printf(&summary,
                      "ktune: %s: %d of %d shapes tuned%s; trials: %d ok, %d invalid, %d wrong, "
-                     "%d failed, %d timeout, %d skipped (no improvement); worker restarts %d; "
+                     "%d failed, %d timeout, %d skipped (early stop or shape budget); worker "
+                     "restarts %d; "
                      "%.1f s; gain over the default %.3fx (geomean)\n",
                      o->run_dir, tuned, (s->nshapes - o->shard + o->shards - 1) / o->shards,
-                     interrupted ? " (interrupted: re-run to resume)" : "", counts[ST_OK],
+                     interrupted    ? " (interrupted: re-run to resume)"
+                     : budget_spent ? " (run budget spent: re-run to resume)"
+                                    : "",
+                     counts[ST_OK],
                      counts[ST_INVALID], counts[ST_WRONG], counts[ST_FAILED], counts[ST_TIMEOUT],
                      skipped, w.restarts, now_s() - start, tuned ? exp(log_gain / tuned) : 1.0);
     if (noisy)
@@ -604,7 +615,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     snprintf(path, sizeof path, "%s/summary.txt", o->run_dir);
     ktune_file_write_if_changed(path, summary.data, summary.len, err);
     ktune_buf_free(&summary);
-    rc = interrupted ? 1 : 0;
+    rc = interrupted ? KTUNE_SWEEP_INTERRUPTED : budget_spent ? KTUNE_SWEEP_BUDGET_SPENT : 0;
 cleanup:
     ktune_worker_stop(&w);
     if (journal)

@@ -21,9 +21,16 @@ typedef struct {
     unsigned seed;  /* 0: configs in declared order; else a shuffled order, the same every run */
     int patience;   /* > 0: a shape stops after this many measured configs without a new best */
     int shard, shards; /* this run measures shapes shard, shard + shards, ... (shards >= 1) */
+    double shape_budget_s; /* > 0: a shape stops taking new configs after this long */
+    double run_budget_s;   /* > 0: the run stops (resumable) after this long */
 } ktune_sweep_opts;
 
-/* 0 done, 1 interrupted (journal intact; re-run to resume), -1 error (err set). */
+/* ktune_sweep_run's results besides 0 and -1. */
+#define KTUNE_SWEEP_INTERRUPTED 1
+#define KTUNE_SWEEP_BUDGET_SPENT 2
+
+/* 0 done, KTUNE_SWEEP_INTERRUPTED or KTUNE_SWEEP_BUDGET_SPENT (journal intact; re-run to
+ * resume), -1 error (err set). */
 int ktune_sweep_run(const ktune_sweep_opts *opts, ktune_err *err);
 
 /* One row of a run's final.csv. */

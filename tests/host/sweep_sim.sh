@@ -79,7 +79,7 @@ sweep "$work/s3" --seed 8 >/dev/null 2>&1 || bad "sweep with another seed"
 [ "$(cut -d, -f1,2 "$work/s1/trials.csv")" != "$(cut -d, -f1,2 "$work/s3/trials.csv" | head -n "$(wc -l <"$work/s1/trials.csv")")" ] || bad "another seed gave the same order"
 n1=$(($(wc -l <"$work/s1/trials.csv") - 1))
 [ "$n1" -lt 40 ] || bad "early stop tried all $n1 trials"
-grep -q "skipped (no improvement)" "$work/s1.log" || bad "no word of the skipped trials"
+grep -q "skipped (early stop" "$work/s1.log" || bad "no word of the skipped trials"
 grep -q "^seed: 7" "$work/s1/meta.yaml" || bad "the seed is not in the metadata"
 grep -q "GPU at the end" "$work/s1/summary.txt" || bad "no summary.txt"
 echo "early stop: $n1 of 40 trials"
@@ -92,6 +92,18 @@ sweep "$work/sh1" --shard 1/2 >/dev/null 2>&1 || bad "shard 1/2"
 [ "$(winners "$work/merged")" = "$expected" ] || bad "merged winners: $(winners "$work/merged")"
 [ "$(($(wc -l <"$work/merged/trials.csv") - 1))" -eq 40 ] || bad "merged trials"
 "$ktune" merge "$work/merged2" "$work/sh0" "$space" --space "$space" >/dev/null 2>&1 && bad "merge took a file for a run"
+
+note "budgets: a shape's and the run's"
+KTUNE_SIM_DELAY_MS=100 sweep "$work/bs" --shape-budget 0.25 >"$work/bs.log" 2>&1 || bad "shape budget sweep"
+n=$(($(wc -l <"$work/bs/trials.csv") - 1))
+[ "$n" -lt 40 ] || bad "the shape budget skipped nothing ($n trials)"
+KTUNE_SIM_DELAY_MS=100 sweep "$work/br" --budget 0.5 >"$work/br.log" 2>&1
+rc=$?
+[ $rc -eq 3 ] || bad "a spent run budget exited $rc, not 3"
+grep -q "run budget spent" "$work/br.log" || bad "no word of the spent budget"
+sweep "$work/br" >/dev/null 2>&1 || bad "the budgeted run did not resume"
+[ "$(winners "$work/br")" = "$expected" ] || bad "winners after the budget and resume"
+echo "shape budget: $n of 40 trials"
 
 note "apply: new keys, then the regression rule"
 "$ktune" apply "$work/a" --space "$space" --registry-dir "$work/reg" || bad "apply a"
