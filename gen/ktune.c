@@ -6,6 +6,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -44,6 +45,8 @@ static const char usage_text[] =
     "                            a shape stops after N measured configs without a new best\n"
     "                            (0: exhaustive, the default)\n"
     "      --gpu N               CUDA device (0)\n"
+    "      --gpus 0,1,...        one worker a GPU, each measuring every N-th shape into\n"
+    "                            RUN/gpu<g>, merged into RUN at the end (the same GPU model)\n"
     "      --shape-budget S      a shape takes no new config after S seconds (0: no limit)\n"
     "      --budget S            the run stops after S seconds, exit 3; re-run to resume\n"
     "      --shard i/N           measure only shapes i, i + N, i + 2N, ... (several machines;\n"
@@ -80,7 +83,9 @@ typedef struct {
     const char *positionals[64];
     int npositionals;
     const char *space, *spaces_dir, *registry_dir, *templates, *m4, *worker;
-    const char *run, *out, *source_rev;
+    const char *run, *out, *source_rev, *gpus;
+    int argc;
+    char **argv;
     int samples, top, gpu, shards, seed, patience, shard, shard_count;
     double min_sample_us, warmup_us, config_timeout, threshold, shape_budget, run_budget;
     int apply, verbose, force, check, list, library_all;
@@ -119,6 +124,8 @@ static int parse_double_arg(const char *name, const char *v, double min, double 
 static int parse_options(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
+    o->argc = argc;
+    o->argv = argv;
     o->spaces_dir = KTUNE_SOURCE_DIR "/spaces";
     o->registry_dir = KTUNE_SOURCE_DIR "/generated";
     o->templates = KTUNE_SOURCE_DIR "/gen/templates";
@@ -168,7 +175,8 @@ static int parse_options(int argc, char **argv, options *o)
             "--space", "--spaces-dir", "--registry-dir", "--templates", "--m4", "--worker",
             "--run", "--out", "--source-rev", "--samples", "--top", "--gpu", "--shards",
             "--min-sample-us", "--warmup-us", "--config-timeout", "--threshold", "--seed",
-            "--max-configs-without-improvement", "--shard", "--shape-budget", "--budget", NULL};
+            "--max-configs-without-improvement", "--shard", "--shape-budget", "--budget", "--gpus",
+            NULL};
         int known = 0;
         for (const char *const *k = valued; *k && !known; k++)
             known = strcmp(*k, a) == 0;
@@ -194,6 +202,8 @@ static int parse_options(int argc, char **argv, options *o)
             o->out = v;
         else if (strcmp(a, "--source-rev") == 0)
             o->source_rev = v;
+        else if (strcmp(a, "--gpus") == 0)
+            o->gpus = v;
         else if (strcmp(a, "--samples") == 0)
             rc = parse_int_arg(a, v, 1, 1000, &o->samples);
         else if (strcmp(a, "--top") == 0)
@@ -491,6 +501,84 @@ static int do_apply(const options *o, const ktune_space *s, const char *run)
     return emit_one(o, s, reg_path, 0) < 0 ? 1 : 0;
 }
 
+/* --gpus: this program again, once a GPU (--shard i/N --gpu g --run RUN/gpu<g>), then a merge of
+ * their runs into RUN. */
+static int sweep_gpus(const options *o, const ktune_space *s, const char *run)
+{
+    int gpus[64], n = 0;
+    for (const char *p = o->gpus; *p && n < 64;) {
+        char *end;
+        long g = strtol(p, &end, 10);
+        if (end == p || g < 0 || g > 1023 || (*end && *end != ','))
+            return usage_error("--gpus: '%s' is not a list of device numbers", o->gpus);
+        gpus[n++] = (int)g;
+        p = *end ? end + 1 : end;
+    }
+    char self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0)
+        return usage_error("--gpus: cannot find this program%s", "");
+    self[len] = '\0';
+    pid_t pids[64];
+    char runs[64][4096];
+    const char *run_list[64];
+    setenv("KTUNE_PLAIN_PROGRESS", "1", 1);
+    for (int i = 0; i < n; i++) {
+        snprintf(runs[i], sizeof runs[i], "%.4000s/gpu%d", run, gpus[i]);
+        run_list[i] = runs[i];
+        char shard[32], gpu[16];
+        snprintf(shard, sizeof shard, "%d/%d", i, n);
+        snprintf(gpu, sizeof gpu, "%d", gpus[i]);
+        /* the same command without --gpus, --run, --gpu, --apply, plus this GPU's share */
+        char *args[256];
+        int k = 0;
+        args[k++] = self;
+        for (int a = 1; a < o->argc && k < 240; a++) {
+            if (strcmp(o->argv[a], "--gpus") == 0 || strcmp(o->argv[a], "--run") == 0 ||
+                strcmp(o->argv[a], "--gpu") == 0) {
+                a++;
+                continue;
+            }
+            if (strcmp(o->argv[a], "--apply") != 0)
+                args[k++] = o->argv[a];
+        }
+        char *extra[] = {"--shard", shard, "--gpu", gpu, "--run", runs[i]};
+        for (int e = 0; e < 6; e++)
+            args[k++] = extra[e];
+        args[k] = NULL;
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            execv(self, args);
+            _exit(127);
+        }
+    }
+    int failed = 0, interrupted = 0;
+    for (int i = 0; i < n; i++) {
+        int status = 0;
+        while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR)
+            ;
+        int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (code == 130)
+            interrupted = 1;
+        else if (code != 0) {
+            fprintf(stderr, "ktune: the sweep on GPU %d exited %d; see %s\n", gpus[i], code,
+                    runs[i]);
+            failed = 1;
+        }
+    }
+    if (interrupted)
+        return 130;
+    if (failed)
+        return 1;
+    ktune_err err;
+    if (ktune_merge_runs(s, run, run_list, n, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    fprintf(stderr, "ktune: merged the runs of %d GPUs into %s\n", n, run);
+    return 0;
+}
+
 static int cmd_sweep(const options *o, const ktune_space *s)
 {
     char run[4096], worker[4096], rev[128], reg_path[4096];
@@ -507,6 +595,10 @@ static int cmd_sweep(const options *o, const ktune_space *s)
         return usage_error("--run: the folder name '%s' may hold only printable characters "
                            "without \\ \" ' ` [ ] ( ) , $ #",
                            run);
+    if (o->gpus) {
+        int rc = sweep_gpus(o, s, run);
+        return rc == 0 && o->apply ? do_apply(o, s, run) : rc;
+    }
     default_worker(o, s, worker, sizeof worker);
     source_revision(o, rev, sizeof rev);
     struct sigaction sa;

@@ -463,7 +463,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     if (fresh_final)
         journal_write(final, "key,config,rank,of,us,spread,is_default,is_committed\n");
 
-    int tty = isatty(2);
+    int tty = isatty(2) && !getenv("KTUNE_PLAIN_PROGRESS");
     int counts[ST_COUNT] = {0};
     int measured = 0, todo = 0, skipped = 0, noisy = 0;
     order = malloc(sizeof *order * (size_t)(s->nconfigs ? s->nconfigs : 1));

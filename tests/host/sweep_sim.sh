@@ -93,6 +93,12 @@ sweep "$work/sh1" --shard 1/2 >/dev/null 2>&1 || bad "shard 1/2"
 [ "$(($(wc -l <"$work/merged/trials.csv") - 1))" -eq 40 ] || bad "merged trials"
 "$ktune" merge "$work/merged2" "$work/sh0" "$space" --space "$space" >/dev/null 2>&1 && bad "merge took a file for a run"
 
+note "--gpus: one worker a GPU, merged deterministically"
+sweep "$work/mg" --gpus 0,1 >"$work/mg.log" 2>&1 || bad "--gpus sweep"
+[ -d "$work/mg/gpu0" ] && [ -d "$work/mg/gpu1" ] || bad "no run folder a GPU"
+[ "$(winners "$work/mg")" = "$expected" ] || bad "--gpus winners: $(winners "$work/mg")"
+[ "$(tail -n +2 "$work/mg/final.csv")" = "$(tail -n +2 "$work/merged/final.csv")" ] || bad "--gpus and a manual merge differ"
+
 note "budgets: a shape's and the run's"
 KTUNE_SIM_DELAY_MS=100 sweep "$work/bs" --shape-budget 0.25 >"$work/bs.log" 2>&1 || bad "shape budget sweep"
 n=$(($(wc -l <"$work/bs/trials.csv") - 1))
