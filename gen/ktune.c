@@ -581,7 +581,7 @@ static int sweep_gpus(const options *o, const ktune_space *s, const char *run)
 
 static int cmd_sweep(const options *o, const ktune_space *s)
 {
-    char run[4096], worker[4096], rev[128], reg_path[4096];
+    char run[4096], worker[4096], rev[128];
     if (o->run) {
         snprintf(run, sizeof run, "%s", o->run);
     } else {
@@ -606,14 +606,12 @@ static int cmd_sweep(const options *o, const ktune_space *s)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    /* the committed entries of this device, if any, join each shape's final round */
-    ktune_registry committed, *committed_ptr = NULL;
     ktune_sweep_opts so = {s,
                            run,
                            worker_opts(o, worker),
                            o->config_timeout,
                            o->top,
-                           NULL,
+                           o->registry_dir,
                            o->command_line,
                            rev,
                            KTUNE_CUDA_FLAGS,
@@ -624,30 +622,14 @@ static int cmd_sweep(const options *o, const ktune_space *s)
                            o->shard_count,
                            o->shape_budget,
                            o->run_budget};
+    fprintf(stderr, "ktune: sweeping %s: %d configs x %d shapes into %s\n", s->family,
+            s->nconfigs, s->nshapes, run);
     ktune_err err;
-    ktune_worker probe;
-    so.worker.log_path = NULL;
-    if (ktune_worker_start(&probe, &so.worker, &err)) {
+    int rc = ktune_sweep_run(&so, &err);
+    if (rc == KTUNE_SWEEP_NO_DEVICE) {
         fprintf(stderr, "ktune: no GPU to sweep on: %s\nktune: nothing was changed\n", err.msg);
         return 2;
     }
-    char slug[256];
-    ktune_device_slug(probe.device.name, slug, sizeof slug, '-');
-    ktune_worker_stop(&probe);
-    snprintf(reg_path, sizeof reg_path, "%s/%s/%s.yaml", o->registry_dir, slug, s->family);
-    if (access(reg_path, F_OK) == 0) {
-        if (ktune_registry_load(reg_path, s, &committed, &err)) {
-            fprintf(stderr, "%s\n", err.msg);
-            return 1;
-        }
-        committed_ptr = &committed;
-    }
-    so.committed = committed_ptr;
-    fprintf(stderr, "ktune: sweeping %s: %d configs x %d shapes into %s\n", s->family,
-            s->nconfigs, s->nshapes, run);
-    int rc = ktune_sweep_run(&so, &err);
-    if (committed_ptr)
-        ktune_registry_free(committed_ptr);
     if (rc < 0) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;

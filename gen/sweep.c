@@ -313,9 +313,9 @@ static int pick_cmp(const void *a, const void *b)
 }
 
 /* The end of a shape: the best few, the default and the committed config, interleaved. */
-static int final_round(const ktune_sweep_opts *o, ktune_worker *w, const int64_t *key,
-                       const trial *row, const int64_t *limits, FILE *final, int *interrupted,
-                       ktune_err *err)
+static int final_round(const ktune_sweep_opts *o, const ktune_registry *committed_reg,
+                       ktune_worker *w, const int64_t *key, const trial *row,
+                       const int64_t *limits, FILE *final, int *interrupted, ktune_err *err)
 {
     const ktune_space *s = o->space;
     final_pick picks[64];
@@ -336,10 +336,10 @@ static int final_round(const ktune_sweep_opts *o, ktune_worker *w, const int64_t
     }
     int def = ktune_space_default_for(s, key, limits);
     int committed = -1;
-    if (o->committed) {
-        int e = ktune_registry_find(o->committed, s, key);
+    if (committed_reg) {
+        int e = ktune_registry_find(committed_reg, s, key);
         if (e >= 0)
-            committed = ktune_space_find_config(s, o->committed->entries[e].config);
+            committed = ktune_space_find_config(s, committed_reg->entries[e].config);
     }
     int extra[2] = {def, committed};
     for (int x = 0; x < 2; x++) {
@@ -421,6 +421,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
 {
     const ktune_space *s = o->space;
     ktune_worker w;
+    ktune_registry committed_reg, *committed = NULL;
     int rc = -1, interrupted = 0;
     FILE *journal = NULL, *final = NULL;
     trial *trials = NULL;
@@ -429,15 +430,29 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     int ndone_rows = 0;
     double start = now_s();
     char path[4096], log_path[4096];
-    if (ktune_mkdirs(o->run_dir, err))
-        return -1;
+    /* the worker starts before anything is written: no device, no run folder */
     ktune_worker_opts wopts = o->worker;
-    snprintf(log_path, sizeof log_path, "%s/worker.log", o->run_dir);
-    wopts.log_path = log_path;
+    wopts.log_path = NULL;
     if (ktune_worker_start(&w, &wopts, err))
+        return KTUNE_SWEEP_NO_DEVICE;
+    if (ktune_mkdirs(o->run_dir, err)) {
+        ktune_worker_stop(&w);
         return -1;
+    }
+    snprintf(log_path, sizeof log_path, "%s/worker.log", o->run_dir);
+    w.opts.log_path = log_path; /* restarted workers log there */
     int64_t limits[KTUNE_NLIMITS];
     ktune_limits_from(&w.device, limits);
+    if (o->registry_dir) {
+        char slug[256];
+        ktune_device_slug(w.device.name, slug, sizeof slug, '-');
+        snprintf(path, sizeof path, "%s/%s/%s.yaml", o->registry_dir, slug, s->family);
+        if (access(path, F_OK) == 0) {
+            if (ktune_registry_load(path, s, &committed_reg, err))
+                goto cleanup;
+            committed = &committed_reg;
+        }
+    }
     if (write_meta(o, &w.device, err))
         goto cleanup;
 
@@ -563,7 +578,8 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
         int complete = 0;
         for (int i = 0; i < ndone_rows && !complete; i++)
             complete = ktune_space_key_compare(s, done_rows[i].key, key) == 0;
-        if (!complete && final_round(o, &w, key, row, limits, final, &interrupted, err))
+        if (!complete &&
+            final_round(o, committed, &w, key, row, limits, final, &interrupted, err))
             goto cleanup;
         double elapsed = now_s() - measure_start;
         double eta = measured > 0 ? elapsed / measured * (todo - measured) : -1;
@@ -618,6 +634,8 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     rc = interrupted ? KTUNE_SWEEP_INTERRUPTED : budget_spent ? KTUNE_SWEEP_BUDGET_SPENT : 0;
 cleanup:
     ktune_worker_stop(&w);
+    if (committed)
+        ktune_registry_free(committed);
     if (journal)
         fclose(journal);
     if (final)

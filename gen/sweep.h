@@ -13,7 +13,7 @@ typedef struct {
     ktune_worker_opts worker;
     double config_timeout_s;
     int top;                         /* configs a shape re-measured at the end */
-    const ktune_registry *committed; /* may be NULL */
+    const char *registry_dir; /* the committed entries of the device join each final round */
     const char *command_line;
     const char *source_rev;
     const char *flags;
@@ -28,6 +28,7 @@ typedef struct {
 /* ktune_sweep_run's results besides 0 and -1. */
 #define KTUNE_SWEEP_INTERRUPTED 1
 #define KTUNE_SWEEP_BUDGET_SPENT 2
+#define KTUNE_SWEEP_NO_DEVICE 3 /* the worker found no usable device; nothing was written */
 
 /* 0 done, KTUNE_SWEEP_INTERRUPTED or KTUNE_SWEEP_BUDGET_SPENT (journal intact; re-run to
  * resume), -1 error (err set). */

@@ -13,10 +13,15 @@ sweep() { # run-dir [extra args]
   "$ktune" sweep --space "$space" --worker "$worker" --run "$run" --registry-dir "$work/reg" \
     --config-timeout 1 "$@"
 }
-sweep_bg() { # run-dir log: the sweep in the background, its pid in $pid
+sweep_bg() { # run-dir log lines: the sweep in the background (pid in $pid), until its journal
+  # holds that many lines
   KTUNE_SIM_DELAY_MS=40 "$ktune" sweep --space "$space" --worker "$worker" --run "$1" \
     --registry-dir "$work/reg" --config-timeout 1 >"$2" 2>&1 &
   pid=$!
+  for _ in $(seq 200); do
+    [ -f "$1/trials.csv" ] && [ "$(wc -l <"$1/trials.csv")" -ge "$3" ] && break
+    sleep 0.05
+  done
 }
 status_of() { grep -F "$1,$2," "$3/trials.csv" | cut -d, -f3; }
 winners() { grep -E ',1,[0-9]+,' "$1/final.csv" | cut -d, -f1,2 | sort; }
@@ -39,11 +44,7 @@ rows=$(($(wc -l <"$work/a/trials.csv") - 1))
 [ "$rows" -eq 40 ] || bad "trials.csv has $rows rows, expected 10 configs x 4 shapes"
 
 note "killed with SIGKILL half-way, the same command resumes and ends with the same winners"
-sweep_bg "$work/b" "$work/b.log"
-for _ in $(seq 200); do
-  [ -f "$work/b/trials.csv" ] && [ "$(wc -l <"$work/b/trials.csv")" -ge 15 ] && break
-  sleep 0.05
-done
+sweep_bg "$work/b" "$work/b.log" 15
 kill -9 $pid
 wait $pid 2>/dev/null
 before=$(($(wc -l <"$work/b/trials.csv") - 1))
@@ -57,11 +58,7 @@ rows=$(($(wc -l <"$work/b/trials.csv") - 1))
 echo "killed after $before of 40 trials; resumed to 40"
 
 note "Ctrl-C stops cleanly, exit 130, the journal intact"
-sweep_bg "$work/c" "$work/c.log"
-for _ in $(seq 200); do
-  [ -f "$work/c/trials.csv" ] && [ "$(wc -l <"$work/c/trials.csv")" -ge 10 ] && break
-  sleep 0.05
-done
+sweep_bg "$work/c" "$work/c.log" 10
 kill -INT $pid
 wait $pid
 rc=$?
