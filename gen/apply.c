@@ -81,10 +81,7 @@ int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_p
     if (ktune_final_load(run_dir, s, &rows, &nrows, err))
         goto cleanup;
     /* the id this run gets if it changes anything */
-    int run_id = 1;
-    for (int i = 0; i < reg.nruns; i++)
-        if (reg.runs[i].id >= run_id)
-            run_id = reg.runs[i].id + 1;
+    int run_id = ktune_registry_next_run_id(&reg);
     for (int i = 0; i < nrows; i++) {
         const ktune_final_row *win = &rows[i];
         if (win->rank != 1)
@@ -154,7 +151,6 @@ int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_p
         }
     }
     if (counts->added + counts->replaced > 0) {
-        run.id = run_id;
         const char *base = strrchr(run_dir, '/');
         snprintf(run.name, sizeof run.name, "%s", base && base[1] ? base + 1 : run_dir);
         ktune_registry_add_run(&reg, &run);

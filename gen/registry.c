@@ -288,12 +288,18 @@ void ktune_registry_put(ktune_registry *reg, const ktune_space *s, const ktune_e
     reg->nentries++;
 }
 
-int ktune_registry_add_run(ktune_registry *reg, const ktune_run_info *run)
+int ktune_registry_next_run_id(const ktune_registry *reg)
 {
     int id = 1;
     for (int i = 0; i < reg->nruns; i++)
         if (reg->runs[i].id >= id)
             id = reg->runs[i].id + 1;
+    return id;
+}
+
+int ktune_registry_add_run(ktune_registry *reg, const ktune_run_info *run)
+{
+    int id = ktune_registry_next_run_id(reg);
     reg->runs = realloc(reg->runs, sizeof *reg->runs * (size_t)(reg->nruns + 1));
     reg->runs[reg->nruns] = *run;
     reg->runs[reg->nruns].id = id;

@@ -50,6 +50,8 @@ void ktune_registry_format(const ktune_registry *reg, const ktune_space *space, 
 int ktune_registry_find(const ktune_registry *reg, const ktune_space *space, const int64_t *key);
 /* Inserts or replaces, keeping entries sorted. */
 void ktune_registry_put(ktune_registry *reg, const ktune_space *space, const ktune_entry *entry);
+/* The id the next added run gets; ktune_registry_add_run returns it. */
+int ktune_registry_next_run_id(const ktune_registry *reg);
 int ktune_registry_add_run(ktune_registry *reg, const ktune_run_info *run);
 
 /* "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3"; identifier form uses '_'. */
