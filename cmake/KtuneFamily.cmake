@@ -1,10 +1,12 @@
-# ktune_add_family(<family>): the build's side of a kernel family.
+# ktune_add_family(<family> [WORKER_LIBS <lib>...]): the build's side of a kernel family.
 #   - `ktune gen` turns spaces/<family>.yaml and generated/*/<family>.yaml into the space header,
 #     the instance tables (all configs for the sweep worker; the tables' configs plus the
 #     defaults for the library) and the list of device tables;
 #   - the library gets kernels/<family>/<family>.cu and the library instances;
-#   - ktune-worker-<family> gets every candidate, compiled with the library's flags.
+#   - ktune-worker-<family> gets every candidate, compiled with the library's flags, and links
+#     WORKER_LIBS (the vendor library its reference and anchor call).
 function(ktune_add_family family)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "WORKER_LIBS")
   set(out "${CMAKE_BINARY_DIR}/gen/${family}")
   set(space "${PROJECT_SOURCE_DIR}/spaces/${family}.yaml")
   file(GLOB registries CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/generated/*/${family}.yaml")
@@ -46,5 +48,5 @@ function(ktune_add_family family)
   add_executable(ktune-worker-${family}
     "${PROJECT_SOURCE_DIR}/gen/worker/worker_main.cu"
     "${PROJECT_SOURCE_DIR}/kernels/${family}/${family}_worker.cu")
-  target_link_libraries(ktune-worker-${family} PRIVATE ktune_${family}_candidates)
+  target_link_libraries(ktune-worker-${family} PRIVATE ktune_${family}_candidates ${arg_WORKER_LIBS})
 endfunction()

@@ -50,6 +50,13 @@ static void trial_status(const ktune_space *s, const char *run_dir, const int64_
     fclose(f);
 }
 
+/* The variant of a config of the space (final.csv names only configs of the space). */
+static int config_variant(const ktune_space *s, const char *config)
+{
+    int c = ktune_space_find_config(s, config);
+    return c >= 0 ? s->configs[c].variant : -1;
+}
+
 int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_path, int force,
                     FILE *log, ktune_apply_counts *counts, int *changed, ktune_err *err)
 {
@@ -107,9 +114,21 @@ int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_p
         e.us = win->us;
         e.spread = win->spread;
         e.default_us = def ? def->us : win->us;
-        for (int j = i; j < i + rows[i].of && j < nrows && e.nrunner_ups < KTUNE_RUNNER_UPS; j++) {
+        /* the next few, then the fastest of each variant not yet named */
+        for (int j = i, top = 0; j < i + rows[i].of && j < nrows && e.nrunner_ups < KTUNE_RUNNER_UPS;
+             j++) {
             if (&rows[j] == win)
                 continue;
+            if (top < KTUNE_RUNNER_UPS_TOP) {
+                top++;
+            } else {
+                const int variant = config_variant(s, rows[j].config);
+                int named = config_variant(s, win->config) == variant;
+                for (int q = 0; q < e.nrunner_ups; q++)
+                    named |= config_variant(s, e.runner_ups[q].config) == variant;
+                if (named)
+                    continue;
+            }
             ktune_runner_up *r = &e.runner_ups[e.nrunner_ups++];
             snprintf(r->config, sizeof r->config, "%s", rows[j].config);
             r->us = rows[j].us;

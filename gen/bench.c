@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plot.h"
 #include "sweep.h"
 
 #define KTUNE_BIG_BYTES (32.0 * 1024 * 1024)
@@ -35,28 +36,85 @@ static void append_key(const ktune_space *s, const int64_t *key, char *line, siz
         len += (size_t)snprintf(line + len, size - len, " %lld", (long long)key[d]);
 }
 
+/* The fastest config of each variant the entry names (winner and runner-ups), -1 where none. */
+static void variant_champions(const ktune_space *s, const ktune_entry *e, int *champion)
+{
+    for (int v = 0; v < s->nvariants; v++)
+        champion[v] = -1;
+    int c = ktune_space_find_config(s, e->config);
+    if (c >= 0)
+        champion[s->configs[c].variant] = c;
+    for (int r = 0; r < e->nrunner_ups; r++) {
+        c = ktune_space_find_config(s, e->runner_ups[r].config);
+        if (c >= 0 && champion[s->configs[c].variant] < 0)
+            champion[s->configs[c].variant] = c;
+    }
+}
+
+/* Times the champions interleaved; a variant without one (or on failure) gets 0. */
+static int measure_champions(const ktune_space *s, ktune_worker *w, int id, const int64_t *key,
+                             const int *champion, double timeout_s, double *us, ktune_err *err)
+{
+    char line[8192], reply[4096];
+    int n = 0;
+    snprintf(line, sizeof line, "M %d", id);
+    append_key(s, key, line, sizeof line);
+    for (int v = 0; v < s->nvariants; v++) {
+        us[v] = 0;
+        if (champion[v] >= 0) {
+            size_t len = strlen(line);
+            snprintf(line + len, sizeof line - len, " %s", s->configs[champion[v]].name);
+            n++;
+        }
+    }
+    if (n < 2)
+        return 0;
+    ktune_reply_kind kind;
+    if (ktune_worker_request(w, line, timeout_s * n, reply, sizeof reply, &kind, err))
+        return -1;
+    char *save = NULL, *tok = strtok_r(reply, " ", &save);
+    for (int i = 0; i < 2 && tok; i++)
+        tok = strtok_r(NULL, " ", &save);
+    if (kind != KTUNE_REPLY_OK || !tok || strcmp(tok, "ok") != 0)
+        return 0;
+    for (int v = 0; v < s->nvariants; v++) {
+        if (champion[v] < 0)
+            continue;
+        char *t = strtok_r(NULL, " ", &save), *sp = strtok_r(NULL, " \n", &save);
+        if (!t || !sp)
+            break;
+        us[v] = atof(t);
+    }
+    return 0;
+}
+
 int ktune_bench_run(const ktune_space *s, const char *registry_dir,
                     const ktune_worker_opts *wopts, double timeout_s, const char *csv_path,
-                    FILE *out, ktune_err *err)
+                    const char *plot_png, FILE *out, ktune_err *err)
 {
     ktune_worker w;
     ktune_registry reg;
     ktune_buf csv = {0};
     int rc = -1;
-    char path[4096];
+    char path[4096], vendor[64] = "";
     if (open_device_registry(s, registry_dir, wopts, &w, &reg, path, sizeof path, err))
         return -1;
     int64_t limits[KTUNE_NLIMITS];
     ktune_limits_from(&w.device, limits);
-    int dtype_dim = -1;
-    for (int d = 0; d < s->nkey; d++)
+    int dtype_dim = -1, x_dim = -1;
+    for (int d = 0; d < s->nkey; d++) {
         if (s->key[d].kind == KTUNE_DIM_DTYPE && dtype_dim < 0)
             dtype_dim = d;
+        if (s->key[d].kind == KTUNE_DIM_INT && x_dim < 0)
+            x_dim = d;
+    }
+    ktune_plot_point *points = calloc((size_t)reg.nentries + 1, sizeof *points);
+    double *variant_us = calloc((size_t)(reg.nentries + 1) * (size_t)s->nvariants, sizeof *variant_us);
+    int champion[64];
     ktune_buf_printf(&csv, "family,dtype,shape,config,tuned_us,default_us,anchor,anchor_us,gbps,"
-                           "pct_of_ceiling,default_config,speedup,ceiling_gbps,bytes,tuned_spread\n");
-    fprintf(out, "%-6s %-16s %-28s %10s %10s %8s %10s %8s %6s\n", "dtype", "shape", "config",
-            "tuned_us", "default_us", "speedup", "copy_us", "GB/s", "%ceil");
-    double log_speedup = 0, worst_big[3] = {INFINITY, INFINITY, INFINITY};
+                           "pct_of_ceiling,default_config,speedup,ceiling_gbps,bytes,tuned_spread,"
+                           "copy_us,vs_anchor,tflops,ceiling_tflops,pct_of_tflops,variants\n");
+    double log_speedup = 0, log_vendor = 0, worst_big[3] = {INFINITY, INFINITY, INFINITY};
     int n = 0;
     for (int i = 0; i < reg.nentries; i++) {
         const ktune_entry *e = &reg.entries[i];
@@ -78,10 +136,12 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
         ktune_reply_kind kind;
         if (ktune_worker_request(&w, line, timeout_s, reply, sizeof reply, &kind, err))
             goto cleanup;
-        double tu, ts, du, ds, cu, cs, ceil_gbps, bytes;
+        double tu, ts, du, ds, cu, cs, ceil_gbps, bytes, vu = 0, vs = 0, flops = 0, ceil_flops = 0;
+        char vname[64] = "-";
         if (kind != KTUNE_REPLY_OK ||
-            sscanf(reply, "R %*d ok %lf %lf %lf %lf %lf %lf %lf %lf", &tu, &ts, &du, &ds, &cu, &cs,
-                   &ceil_gbps, &bytes) != 8) {
+            sscanf(reply, "R %*d ok %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %63s", &tu,
+                   &ts, &du, &ds, &cu, &cs, &ceil_gbps, &bytes, &vu, &vs, &flops, &ceil_flops,
+                   vname) < 8) {
             ktune_fail(err, "bench of %s %s failed: %s", shape, e->config, reply);
             goto cleanup;
         }
@@ -89,14 +149,52 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
             du = tu; /* the same config: one measurement, not two draws of the noise */
             ds = ts;
         }
+        (void)cs;
+        (void)vs;
+        double *vus = variant_us + (size_t)i * (size_t)s->nvariants;
+        variant_champions(s, e, champion);
+        if (s->nvariants > 1 &&
+            measure_champions(s, &w, i, e->key, champion, timeout_s, vus, err))
+            goto cleanup;
+        if (s->nvariants == 1)
+            vus[0] = tu;
+        char variants[1024] = "";
+        size_t vl = 0;
+        for (int v = 0; v < s->nvariants; v++)
+            if (vus[v] > 0)
+                vl += (size_t)snprintf(variants + vl, sizeof variants - vl, "%s%s=%.4f",
+                                       vl ? " " : "", s->variants[v].name, vus[v]);
         const char *dt = dtype_dim >= 0 ? ktune_dtype_name(e->key[dtype_dim]) : "-";
-        double gbps = bytes / (tu * 1e3), pct = 100 * gbps / ceil_gbps;
-        ktune_buf_printf(&csv, "%s,%s,%s,%s,%.4f,%.4f,copy,%.4f,%.1f,%.1f,%s,%.4f,%.1f,%.0f,%.5f\n",
-                         s->family, dt, shape, e->config, tu, du, cu, gbps, pct,
-                         s->configs[def].name, du / tu, ceil_gbps, bytes, ts);
-        fprintf(out, "%-6s %-16s %-28s %10.3f %10.3f %8.3f %10.3f %8.0f %6.1f\n", dt, shape,
-                e->config, tu, du, du / tu, cu, gbps, pct);
+        const int has_vendor = vu > 0;
+        if (has_vendor && ktune_is_identifier(vname, sizeof vendor - 1))
+            snprintf(vendor, sizeof vendor, "%s", vname);
+        const char *anchor = has_vendor ? (vendor[0] ? vendor : "vendor") : "copy";
+        const double anchor_us = has_vendor ? vu : cu;
+        const double gbps = bytes / (tu * 1e3), pct = 100 * gbps / ceil_gbps;
+        const double tflops = flops / (tu * 1e6), ceil_tflops = ceil_flops / 1e12;
+        ktune_buf_printf(&csv,
+                         "%s,%s,%s,%s,%.4f,%.4f,%s,%.4f,%.1f,%.1f,%s,%.4f,%.1f,%.0f,%.5f,%.4f,"
+                         "%.4f,%.2f,%.1f,%.1f,%s\n",
+                         s->family, dt, shape, e->config, tu, du, anchor, anchor_us, gbps, pct,
+                         s->configs[def].name, du / tu, ceil_gbps, bytes, ts, cu, anchor_us / tu,
+                         tflops, ceil_tflops, ceil_tflops > 0 ? 100 * tflops / ceil_tflops : 0.0,
+                         variants);
+        if (n == 0)
+            fprintf(out, "%-5s %-18s %-40s %9s %9s %7s %9s %7s %6s %6s %7s %6s\n", "dtype", "shape",
+                    "config", "tuned_us", "dflt_us", "speedup", has_vendor ? anchor : "copy_us",
+                    has_vendor ? "vs" : "", "GB/s", "%bw", "TFLOP/s", "%peak");
+        char ratio[16] = "";
+        if (has_vendor)
+            snprintf(ratio, sizeof ratio, "%.3fx", vu / tu);
+        fprintf(out, "%-5s %-18s %-40s %9.3f %9.3f %7.3f %9.3f %7s %6.0f %6.1f %7.1f %6.1f\n", dt,
+                shape, e->config, tu, du, du / tu, anchor_us, ratio, gbps, pct, tflops,
+                ceil_tflops > 0 ? 100 * tflops / ceil_tflops : 0.0);
         log_speedup += log(du / tu);
+        log_vendor += has_vendor ? log(vu / tu) : 0;
+        memcpy(points[n].key, e->key, sizeof points[n].key);
+        points[n].tuned_us = tu;
+        points[n].vendor_us = vu;
+        points[n].variant_us = vus;
         n++;
         if (dtype_dim >= 0 && bytes / 2 >= KTUNE_BIG_BYTES)
             worst_big[e->key[dtype_dim]] = fmin(worst_big[e->key[dtype_dim]], pct);
@@ -105,16 +203,35 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
         goto cleanup;
     fprintf(out, "ktune bench %s on %s: %d shapes; tuned vs default %.3fx (geomean)", s->family,
             w.device.name, n, n ? exp(log_speedup / n) : 1.0);
-    for (int d = 0; d < 3; d++)
-        if (isfinite(worst_big[d]))
-            fprintf(out, "; %s inputs >= 32 MB: worst %.1f%% of copy", ktune_dtype_name(d),
-                    worst_big[d]);
+    if (vendor[0])
+        fprintf(out, "; tuned vs %s %.3fx (geomean)", vendor, exp(log_vendor / n));
+    else
+        for (int d = 0; d < 3; d++)
+            if (isfinite(worst_big[d]))
+                fprintf(out, "; %s inputs >= 32 MB: worst %.1f%% of copy", ktune_dtype_name(d),
+                        worst_big[d]);
     fprintf(out, "\nktune: wrote %s\n", csv_path);
+    if (plot_png && n > 0) {
+        int64_t dtype = dtype_dim >= 0 ? points[0].key[dtype_dim] : -1;
+        for (int i = 0; i < n && dtype_dim >= 0; i++)
+            if (points[i].key[dtype_dim] == KTUNE_BF16)
+                dtype = KTUNE_BF16;
+        if (x_dim < 0) {
+            ktune_fail(err, "--plot: %s has no integer key dimension", s->family);
+            goto cleanup;
+        }
+        if (ktune_plot_write(s, points, n, x_dim, dtype, vendor[0] ? vendor : NULL,
+                             w.device.name, plot_png, err))
+            goto cleanup;
+        fprintf(out, "ktune: wrote %s\n", plot_png);
+    }
     rc = 0;
 cleanup:
     ktune_worker_stop(&w);
     ktune_registry_free(&reg);
     ktune_buf_free(&csv);
+    free(points);
+    free(variant_us);
     return rc;
 }
 

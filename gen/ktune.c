@@ -59,8 +59,13 @@ static const char usage_text[] =
     "  emit <family>     registries -> headers (generated/<device>/<family>.h)\n"
     "      --check               change nothing; fail when a header is out of date\n"
     "  show <family>     what each device's table holds and its gain over the default\n"
-    "  bench <family>    tuned vs default vs a copy of the same bytes on this GPU (GPU)\n"
+    "      --crossover DIM       and which variant wins along DIM (e.g. m) for each value of the\n"
+    "                            other dimensions\n"
+    "  bench <family>    tuned vs default vs a copy of the same bytes vs the vendor library (if\n"
+    "                    the family has one) on this GPU, and each variant at its fastest (GPU)\n"
     "      --out CSV             where the CSV goes (default <family>.bench.csv)\n"
+    "      --plot PNG            also draw time against the first size of the key, a line a\n"
+    "                            variant (gnuplot)\n"
     "  verify <family>   re-measure this GPU's committed table; fail when an entry is slower than\n"
     "                    recorded by more than --threshold percent (5), or no longer correct\n"
     "  expand <family>   the space: config and shape counts; --list prints them\n"
@@ -70,6 +75,11 @@ static const char usage_text[] =
     "\n"
     "common options:\n"
     "  --space FILE          the space (default <spaces-dir>/<family>.yaml)\n"
+    "  --model NAME          only the shapes the space derives from the model preset\n"
+    "                        <spaces-dir>/models/NAME.yaml (sweep, expand)\n"
+    "  --tp-size N           with --model: tensor-parallel degree N instead of the space's own\n"
+    "  --where EXPR          only the shapes for which EXPR over the key holds, e.g.\n"
+    "                        'm <= 16 && k >= 4096' (sweep, expand)\n"
     "  --spaces-dir DIR      (default " KTUNE_SOURCE_DIR "/spaces)\n"
     "  --registry-dir DIR    (default " KTUNE_SOURCE_DIR "/generated)\n"
     "  --templates DIR       (default " KTUNE_SOURCE_DIR "/gen/templates)\n"
@@ -83,7 +93,8 @@ typedef struct {
     const char *positionals[64];
     int npositionals;
     const char *space, *spaces_dir, *registry_dir, *templates, *m4, *worker;
-    const char *run, *out, *source_rev, *gpus;
+    const char *run, *out, *source_rev, *gpus, *model, *crossover, *plot, *where;
+    int tp_size;
     int argc;
     char **argv;
     int samples, top, gpu, shards, seed, patience, shard, shard_count;
@@ -176,7 +187,7 @@ static int parse_options(int argc, char **argv, options *o)
             "--run", "--out", "--source-rev", "--samples", "--top", "--gpu", "--shards",
             "--min-sample-us", "--warmup-us", "--config-timeout", "--threshold", "--seed",
             "--max-configs-without-improvement", "--shard", "--shape-budget", "--budget", "--gpus",
-            NULL};
+            "--model", "--tp-size", "--crossover", "--plot", "--where", NULL};
         int known = 0;
         for (const char *const *k = valued; *k && !known; k++)
             known = strcmp(*k, a) == 0;
@@ -204,6 +215,16 @@ static int parse_options(int argc, char **argv, options *o)
             o->source_rev = v;
         else if (strcmp(a, "--gpus") == 0)
             o->gpus = v;
+        else if (strcmp(a, "--model") == 0)
+            o->model = v;
+        else if (strcmp(a, "--crossover") == 0)
+            o->crossover = v;
+        else if (strcmp(a, "--plot") == 0)
+            o->plot = v;
+        else if (strcmp(a, "--where") == 0)
+            o->where = v;
+        else if (strcmp(a, "--tp-size") == 0)
+            rc = parse_int_arg(a, v, 1, 1024, &o->tp_size);
         else if (strcmp(a, "--samples") == 0)
             rc = parse_int_arg(a, v, 1, 1000, &o->samples);
         else if (strcmp(a, "--top") == 0)
@@ -251,8 +272,11 @@ static int load_space(const options *o, ktune_space *s)
     } else {
         return usage_error("%s needs a family or --space", o->command);
     }
+    if (o->tp_size && !o->model)
+        return usage_error("--tp-size needs --model%s", "");
+    ktune_space_opts so = {o->model, o->tp_size, o->where};
     ktune_err err;
-    if (ktune_space_load(path, s, &err)) {
+    if (ktune_space_load_with(path, &so, s, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
@@ -641,8 +665,65 @@ static int cmd_sweep(const options *o, const ktune_space *s)
     return o->apply ? do_apply(o, s, run) : 0;
 }
 
+/* The winning variant along dimension x for every value of the other dimensions: the runs of
+ * one variant, e.g. "gemv m=1..16, mma m=32..4096". */
+static void show_crossover(const ktune_space *s, const ktune_registry *reg, int x)
+{
+    char *done = calloc((size_t)reg->nentries + 1, 1);
+    printf("  winning variant along %s (a run of one variant: first..last %s it won at):\n",
+           s->key[x].name, s->key[x].name);
+    for (int i = 0; i < reg->nentries; i++) {
+        if (done[i])
+            continue;
+        char group[256] = "";
+        size_t gl = 0;
+        for (int d = 0; d < s->nkey; d++)
+            if (d != x) {
+                char v[64];
+                if (s->key[d].kind == KTUNE_DIM_DTYPE)
+                    snprintf(v, sizeof v, "%s", ktune_dtype_name(reg->entries[i].key[d]));
+                else
+                    snprintf(v, sizeof v, "%lld", (long long)reg->entries[i].key[d]);
+                gl += (size_t)snprintf(group + gl, sizeof group - gl, "%s%s=%s", gl ? " " : "",
+                                       s->key[d].name, v);
+            }
+        printf("    %-34s", group);
+        int run_variant = -1;
+        int64_t run_first = 0, run_last = 0;
+        /* entries are sorted by key; within a group, x ascends when x is the only difference */
+        for (int j = i; j < reg->nentries; j++) {
+            int same = 1;
+            for (int d = 0; d < s->nkey; d++)
+                same &= d == x || reg->entries[j].key[d] == reg->entries[i].key[d];
+            if (!same)
+                continue;
+            done[j] = 1;
+            int c = ktune_space_find_config(s, reg->entries[j].config);
+            int v = c >= 0 ? s->configs[c].variant : -1;
+            if (v != run_variant && run_variant >= 0)
+                printf(" %s %lld..%lld,", s->variants[run_variant].name, (long long)run_first,
+                       (long long)run_last);
+            if (v != run_variant)
+                run_first = reg->entries[j].key[x];
+            run_variant = v;
+            run_last = reg->entries[j].key[x];
+        }
+        if (run_variant >= 0)
+            printf(" %s %lld..%lld", s->variants[run_variant].name, (long long)run_first,
+                   (long long)run_last);
+        printf("\n");
+    }
+    free(done);
+}
+
 static int cmd_show(const options *o, const ktune_space *s)
 {
+    int x = -1;
+    for (int d = 0; o->crossover && d < s->nkey; d++)
+        if (s->key[d].kind == KTUNE_DIM_INT && strcmp(s->key[d].name, o->crossover) == 0)
+            x = d;
+    if (o->crossover && x < 0)
+        return usage_error("--crossover: '%s' is not an integer dimension of the key", o->crossover);
     char **paths;
     int count;
     registries_find(o, s, &paths, &count);
@@ -673,6 +754,8 @@ static int cmd_show(const options *o, const ktune_space *s)
         }
         printf("  gain over the default: %.3fx (geomean of %d keys)\n",
                reg.nentries ? exp(log_gain / reg.nentries) : 1.0, reg.nentries);
+        if (x >= 0)
+            show_crossover(s, &reg, x);
         ktune_registry_free(&reg);
     }
     registries_free(paths, count);
@@ -781,7 +864,8 @@ int main(int argc, char **argv)
             snprintf(out, sizeof out, "%s.bench.csv", s.family);
         ktune_worker_opts w = worker_opts(&o, worker);
         ktune_err err;
-        rc = ktune_bench_run(&s, o.registry_dir, &w, o.config_timeout * 10, out, stdout, &err);
+        rc = ktune_bench_run(&s, o.registry_dir, &w, o.config_timeout * 10, out, o.plot, stdout,
+                             &err);
         if (rc)
             fprintf(stderr, "%s\n", err.msg);
         rc = rc ? 1 : 0;

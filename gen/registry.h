@@ -4,7 +4,9 @@
 
 #include "space.h"
 
-#define KTUNE_RUNNER_UPS 3
+/* An entry keeps the next KTUNE_RUNNER_UPS_TOP configs, then the fastest of each other variant. */
+#define KTUNE_RUNNER_UPS_TOP 3
+#define KTUNE_RUNNER_UPS 8
 
 typedef struct {
     char config[KTUNE_CONFIG_NAME_MAX];

@@ -61,6 +61,16 @@ typedef struct {
 } ktune_space;
 
 int ktune_space_load(const char *path, ktune_space *space, ktune_err *err);
+
+/* What the command line may change about a space's shapes. */
+typedef struct {
+    const char *model; /* only the shapes derived from this model preset (--model) */
+    int64_t tp;        /* > 0: this tensor-parallel degree for every model entry (--tp-size) */
+    const char *where; /* only the shapes for which this expression over the key holds (--where) */
+} ktune_space_opts;
+
+int ktune_space_load_with(const char *path, const ktune_space_opts *opts, ktune_space *space,
+                          ktune_err *err);
 void ktune_space_free(ktune_space *space);
 
 /* Index of the config with this name, or -1. */

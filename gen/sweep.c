@@ -312,7 +312,8 @@ static int pick_cmp(const void *a, const void *b)
     return x->config - y->config;
 }
 
-/* The end of a shape: the best few, the default and the committed config, interleaved. */
+/* The end of a shape: the best few, the best of each other variant, the default and the
+ * committed config, interleaved. */
 static int final_round(const ktune_sweep_opts *o, const ktune_registry *committed_reg,
                        ktune_worker *w, const int64_t *key, const trial *row,
                        const int64_t *limits, FILE *final, int *interrupted, ktune_err *err)
@@ -333,6 +334,19 @@ static int final_round(const ktune_sweep_opts *o, const ktune_registry *committe
         if (best < 0)
             break;
         picks[n++] = (final_pick){best, row[best].us, row[best].spread, 0, 0};
+    }
+    /* and the fastest of every other variant: the variants' times side by side, for the
+     * crossover between them */
+    for (int v = 0; v < s->nvariants && n < 60; v++) {
+        int best = -1, seen = 0;
+        for (int i = 0; i < n; i++)
+            seen |= s->configs[picks[i].config].variant == v;
+        for (int c = 0; c < s->nconfigs && !seen; c++)
+            if (s->configs[c].variant == v && row[c].status == ST_OK &&
+                (best < 0 || row[c].us < row[best].us))
+                best = c;
+        if (best >= 0)
+            picks[n++] = (final_pick){best, row[best].us, row[best].spread, 0, 0};
     }
     int def = ktune_space_default_for(s, key, limits);
     int committed = -1;

@@ -28,6 +28,10 @@ m4_divert(0)m4_dnl
 
 #include "ktune_table.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum {
 m4_define([[kt4_variant]], m4_defn([[kt4_variant_enum]]))kt4_variants[[]]m4_dnl
     kt4_PREFIX[[]]_VARIANT_COUNT
@@ -58,5 +62,26 @@ m4_define([[kt4_variant]], m4_defn([[kt4_variant_case]]))kt4_variants[[]]m4_dnl
         return 0;
     }
 }
+
+/* Defined by the generated library sources: the compiled configurations and the device tables. */
+extern const ktune_instance kt4_prefix[[]]_library[];
+extern const int kt4_prefix[[]]_library_count;
+extern const ktune_table *const kt4_prefix[[]]_tables[];
+extern const int kt4_prefix[[]]_table_count;
+
+/* The family as the runtime's selection sees it. */
+static inline ktune_family kt4_prefix[[]]_family(void)
+{
+    ktune_family f = {"kt4_family", kt4_PREFIX[[]]_NKEY, kt4_prefix[[]]_key_names,
+                      kt4_prefix[[]]_key_kinds, kt4_prefix[[]]_tables, kt4_prefix[[]]_table_count,
+                      kt4_prefix[[]]_library, kt4_prefix[[]]_library_count, kt4_prefix[[]]_defaults,
+                      (int)(sizeof kt4_prefix[[]]_defaults / sizeof kt4_prefix[[]]_defaults[0]),
+                      kt4_prefix[[]]_valid};
+    return f;
+}
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -27,6 +27,13 @@ struct ktune_worker_family {
     /* Bytes one launch must move (read + written) for key. */
     double (*bytes)(const int64_t *key);
     void (*release)(void);
+    /* Optional (NULL for none): the vendor library's call for the same problem on set `set`
+     * (the bench's anchor), its name, the floating-point operations one launch performs, and
+     * the key whose vendor throughput stands for the device's compute ceiling for key's types. */
+    cudaError_t (*vendor)(int set, cudaStream_t stream);
+    const char *vendor_name;
+    double (*flops)(const int64_t *key);
+    void (*ceiling_key)(const int64_t *key, int64_t *out);
 };
 
 extern const ktune_worker_family ktune_worker_family_def;

@@ -3,7 +3,10 @@
  *   T <id> <config> <key...>            verify, then time one configuration
  *   M <id> <key...> <config>...         time several configurations interleaved (A B C A B C ...)
  *   B <id> <key...> <tuned> <default>   bench: tuned, default, a copy of the same bytes, the copy
- *                                       ceiling (GB/s) and the bytes one launch moves
+ *                                       ceiling (GB/s), the bytes one launch moves, and (0 where
+ *                                       the family has none) the vendor library, the FLOPs of
+ *                                       one launch, the vendor's FLOP/s on the ceiling key and
+ *                                       the vendor's name (-)
  *   Q                                   quit
  *
  * Answers: "H <sms> <cc> <max_threads> <smem_per_block> <l2_bytes> <driver> <runtime> <name>"
@@ -225,10 +228,9 @@ int find_instance(const char *name)
     return -1;
 }
 
-/* Parses nkey integers; prepares the inputs when the key changed. */
-bool take_key(long id, char **save)
+/* Parses nkey integers. */
+bool parse_key(long id, char **save, int64_t *key)
 {
-    int64_t key[KTUNE_MAX_KEY] = {0};
     for (int d = 0; d < fam.nkey; d++) {
         char *tok = strtok_r(NULL, " \n", save);
         if (!tok) {
@@ -237,7 +239,13 @@ bool take_key(long id, char **save)
         }
         key[d] = strtoll(tok, NULL, 10);
     }
-    if (have_key && memcmp(key, current_key, sizeof key) == 0)
+    return true;
+}
+
+/* Prepares the inputs of key unless they are the current ones. */
+bool use_key(long id, const int64_t *key)
+{
+    if (have_key && memcmp(key, current_key, sizeof current_key) == 0)
         return true;
     if (have_key)
         fam.release();
@@ -248,9 +256,15 @@ bool take_key(long id, char **save)
         fail(id, "preparing the inputs", e);
         return false;
     }
-    memcpy(current_key, key, sizeof key);
+    memcpy(current_key, key, sizeof current_key);
     have_key = 1;
     return true;
+}
+
+bool take_key(long id, char **save)
+{
+    int64_t key[KTUNE_MAX_KEY] = {0};
+    return parse_key(id, save, key) && use_key(id, key);
 }
 
 void do_trial(long id, char **save)
@@ -333,12 +347,53 @@ cudaError_t measure_ceiling()
     return e;
 }
 
+struct vendor_run {
+    cudaError_t operator()(int set) const { return fam.vendor(set, stream); }
+};
+
+/* The vendor library's throughput (FLOP/s) on the family's ceiling key for key's types, measured
+ * once a ceiling key. */
+bool measure_flops_ceiling(long id, const int64_t *key, double *flops_per_s)
+{
+    static int64_t done_keys[8][KTUNE_MAX_KEY];
+    static double done_values[8];
+    static int ndone;
+    *flops_per_s = 0;
+    if (!fam.vendor)
+        return true;
+    int64_t ck[KTUNE_MAX_KEY] = {0};
+    fam.ceiling_key(key, ck);
+    for (int i = 0; i < ndone; i++)
+        if (memcmp(done_keys[i], ck, sizeof ck) == 0) {
+            *flops_per_s = done_values[i];
+            return true;
+        }
+    if (!use_key(id, ck))
+        return false;
+    std::vector<vendor_run> runs{{}};
+    std::vector<measurement> m;
+    cudaError_t e = measure(runs, m);
+    if (e != cudaSuccess) {
+        fail(id, "timing the vendor library's ceiling", e);
+        return false;
+    }
+    *flops_per_s = fam.flops(ck) / (m[0].median_us * 1e-6);
+    if (ndone < 8) {
+        memcpy(done_keys[ndone], ck, sizeof ck);
+        done_values[ndone++] = *flops_per_s;
+    }
+    return true;
+}
+
 void do_bench(long id, char **save)
 {
     cudaError_t e = measure_ceiling();
     if (e != cudaSuccess)
         return fail(id, "measuring the copy ceiling", e);
-    if (!take_key(id, save))
+    int64_t key[KTUNE_MAX_KEY] = {0};
+    double flops_ceiling = 0;
+    if (!parse_key(id, save, key) || !measure_flops_ceiling(id, key, &flops_ceiling) ||
+        !use_key(id, key))
         return;
     int inst[2];
     for (int i = 0; i < 2; i++) {
@@ -369,9 +424,20 @@ void do_bench(long id, char **save)
     e = measure(copies, c, false);
     if (e != cudaSuccess)
         return fail(id, "timing the copy", e);
-    reply("R %ld ok %.4f %.5f %.4f %.5f %.4f %.5f %.2f %.0f\n", id, m[0].median_us, m[0].spread,
-          m[1].median_us, m[1].spread, c[0].median_us, c[0].spread, ceiling_gbps,
-          fam.bytes(current_key));
+    measurement v;
+    if (fam.vendor) {
+        std::vector<vendor_run> vendors{{}};
+        std::vector<measurement> vm;
+        e = measure(vendors, vm);
+        if (e != cudaSuccess)
+            return fail(id, "timing the vendor library", e);
+        v = vm[0];
+    }
+    reply("R %ld ok %.4f %.5f %.4f %.5f %.4f %.5f %.2f %.0f %.4f %.5f %.0f %.0f %s\n", id,
+          m[0].median_us, m[0].spread, m[1].median_us, m[1].spread, c[0].median_us, c[0].spread,
+          ceiling_gbps, fam.bytes(current_key), v.median_us, v.spread,
+          fam.flops ? fam.flops(current_key) : 0.0, flops_ceiling,
+          fam.vendor_name ? fam.vendor_name : "-");
 }
 
 int usage(const char *argv0)

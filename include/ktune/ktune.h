@@ -6,7 +6,7 @@
  *
  *   1. Table: the table whose device name and SM count match the current device; else the first
  *      table of the same compute capability; else no table.
- *   2. Exact key: binary search for the key (for softmax: dtype, rows, cols).
+ *   2. Exact key: binary search for the key (softmax: dtype, rows, cols; matmul: dtype, m, n, k).
  *   3. Nearest key: among the table's rows with the same dtype whose configuration is valid for
  *      the requested key (its variant's constraints hold: a configuration never crosses its
  *      variant's limits), the one with the smallest sum over integer dimensions of
@@ -85,6 +85,16 @@ ktune_status ktune_softmax(const void *x, void *y, int64_t rows, int64_t cols, k
 /* The configuration ktune_softmax would launch for this shape on the current device. */
 ktune_status ktune_softmax_explain(int64_t rows, int64_t cols, ktune_dtype dtype,
                                    ktune_choice *choice);
+
+/* A linear layer: c[i, j] = sum_l a[i, l] * w[j, l], fp32 accumulation. a is m x k, w is n x k
+ * (the weight as stored by PyTorch's nn.Linear), c is m x n; all row-major, contiguous, of one
+ * dtype, f16 or bf16 (f32 is KTUNE_ERROR_INVALID_ARGUMENT). c must not overlap a or w. */
+ktune_status ktune_matmul(const void *a, const void *w, void *c, int64_t m, int64_t n, int64_t k,
+                          ktune_dtype dtype, cudaStream_t stream);
+
+/* The configuration ktune_matmul would launch for this shape on the current device. */
+ktune_status ktune_matmul_explain(int64_t m, int64_t n, int64_t k, ktune_dtype dtype,
+                                  ktune_choice *choice);
 
 #ifdef __cplusplus
 }

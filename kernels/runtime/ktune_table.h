@@ -12,7 +12,7 @@ extern "C" {
 #endif
 
 #define KTUNE_MAX_KEY 6
-#define KTUNE_MAX_PARAMS 6
+#define KTUNE_MAX_PARAMS 8
 
 /* One tuned shape: its key, the winning configuration, its time and the default's time. */
 typedef struct {

@@ -4,33 +4,9 @@
 #include "softmax_instance.cuh"
 #include "softmax_space.h"
 
-extern "C" {
-extern const ktune_instance ktune_softmax_library[];
-extern const int ktune_softmax_library_count;
-extern const ktune_table *const ktune_softmax_tables[];
-extern const int ktune_softmax_table_count;
-}
-
 static_assert(KTUNE_SOFTMAX_NKEY == 3, "softmax keys are (dtype, rows, cols)");
 
-static ktune_family softmax_family()
-{
-    ktune_family f = {};
-    f.name = "softmax";
-    f.nkey = KTUNE_SOFTMAX_NKEY;
-    f.key_names = ktune_softmax_key_names;
-    f.key_kinds = ktune_softmax_key_kinds;
-    f.tables = ktune_softmax_tables;
-    f.ntables = ktune_softmax_table_count;
-    f.instances = ktune_softmax_library;
-    f.ninstances = ktune_softmax_library_count;
-    f.defaults = ktune_softmax_defaults;
-    f.ndefaults = (int)(sizeof ktune_softmax_defaults / sizeof ktune_softmax_defaults[0]);
-    f.valid = ktune_softmax_valid;
-    return f;
-}
-
-static const ktune_family family = softmax_family();
+static const ktune_family family = ktune_softmax_family();
 
 static ktune_status choose(int64_t rows, int64_t cols, ktune_dtype dtype, int *instance,
                            ktune_choice *choice)

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "ktune/ktune.h"
+#include "launch.cuh"
 
 namespace ktune_softmax_impl {
 
@@ -491,29 +492,8 @@ template <int CTAS, int THREADS, typename... Params, typename... Args>
 cudaError_t launch_clusters(void (*kernel)(Params...), int64_t rows, size_t smem, cudaStream_t s,
                             Args... args)
 {
-    cudaError_t e = cudaSuccess;
-    if (smem > 0)
-        e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e == cudaSuccess && CTAS > 8)
-        e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (e != cudaSuccess)
-        return e;
-    cudaLaunchConfig_t config = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = CTAS;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    config.gridDim = dim3((unsigned)(rows * CTAS));
-    config.blockDim = dim3(THREADS);
-    config.dynamicSmemBytes = smem;
-    config.stream = s;
-    config.attrs = CTAS > 1 ? attr : nullptr;
-    config.numAttrs = CTAS > 1 ? 1 : 0;
-    e = cudaLaunchKernelEx(&config, kernel, args...);
-    if (e != cudaSuccess)
-        cudaGetLastError(); /* reported here, not again by the next launch */
-    return e;
+    return ktune_launch::launch(kernel, dim3((unsigned)(rows * CTAS)), dim3(THREADS),
+                                dim3(CTAS, 1, 1), smem, s, args...);
 }
 
 template <int CTAS, int THREADS, int VEC, int ITERS> struct cluster_launcher {

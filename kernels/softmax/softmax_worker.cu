@@ -216,4 +216,4 @@ double bytes(const int64_t *key) { return 2.0 * (double)key[1] * (double)key[2] 
 
 const ktune_worker_family ktune_worker_family_def = {
     "softmax", 3, ktune_softmax_candidates, ktune_softmax_candidates_count, prepare, launch, check,
-    copy, bytes, release};
+    copy, bytes, release, nullptr, nullptr, nullptr, nullptr};

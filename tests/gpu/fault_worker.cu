@@ -89,4 +89,5 @@ void release()
 } // namespace
 
 const ktune_worker_family ktune_worker_family_def = {
-    "faults", 1, instances, 4, prepare, launch, check, copy, bytes, release};
+    "faults", 1, instances, 4, prepare, launch, check, copy, bytes, release,
+    nullptr, nullptr, nullptr, nullptr};

@@ -1,0 +1,21 @@
+/* How the generated instance files define one matmul configuration: a launch function a config,
+ * named by the generator, with the config's parameters as template arguments. */
+#pragma once
+
+#include "matmul_gemv.cuh"
+#include "matmul_mma.cuh"
+
+typedef cudaError_t ktune_matmul_launch_t(const void *a, const void *w, void *c, int64_t m,
+                                          int64_t n, int64_t k, int dtype, cudaStream_t stream);
+
+#define KTUNE_MATMUL_DEFINE_(fn, ...)                                                              \
+    extern "C" cudaError_t fn(const void *a, const void *w, void *c, int64_t m, int64_t n,         \
+                              int64_t k, int dtype, cudaStream_t stream)                           \
+    {                                                                                              \
+        return ktune_matmul_impl::dispatch<__VA_ARGS__>(a, w, c, m, n, k, dtype, stream);          \
+    }
+
+#define KTUNE_MATMUL_DEFINE_GEMV(fn, rows, warps, unroll, split, mtiles)                           \
+    KTUNE_MATMUL_DEFINE_(fn, ktune_matmul_impl::gemv_launcher<rows, warps, unroll, split, mtiles>)
+#define KTUNE_MATMUL_DEFINE_MMA(fn, bm, bn, bk, wm, wn, stages, split)                             \
+    KTUNE_MATMUL_DEFINE_(fn, ktune_matmul_impl::mma_launcher<bm, bn, bk, wm, wn, stages, split>)

@@ -1,0 +1,188 @@
+/* The mma variant: a tensor-core GEMM for larger m.
+ *
+ * A block computes a BM x BN tile of C with WM x WN warps (each a (BM/WM) x (BN/WN) tile of
+ * m16n8k16 mma.sync instructions). Tiles of A and W, BK wide in k, arrive in shared memory by
+ * cp.async through a STAGES-deep ring; rows are stored with their 16-byte chunks XOR-swizzled so
+ * that ldmatrix reads them without bank conflicts. Blocks run in grouped order (GROUP tiles of m
+ * a column of n) so that neighbours share their A and W tiles in L2.
+ *
+ * SPLIT > 1 splits k over the blocks of a cluster; each adds its fp32 tile to the others'
+ * through distributed shared memory and writes a share of the rows. Tails in m, n and k load
+ * zeros; rows that are not 16-byte aligned (k % 8 != 0) load element by element. */
+#pragma once
+
+#include "matmul_common.cuh"
+
+namespace ktune_matmul_impl {
+
+constexpr int GROUP_M = 8;
+
+template <int BK> __device__ __forceinline__ int swizzle(int row, int chunk)
+{
+    static_assert(BK == 32 || BK == 64, "rows of 64 or 128 bytes");
+    return BK == 64 ? chunk ^ (row & 7) : chunk ^ ((row >> 1) & 3);
+}
+
+template <int BM, int BN, int BK, int STAGES, int SPLIT> constexpr size_t mma_smem_bytes()
+{
+    constexpr size_t ring = (size_t)STAGES * (BM + BN) * BK * 2;
+    constexpr size_t reduce = SPLIT > 1 ? (size_t)BM * BN * 4 : 0;
+    return ring > reduce ? ring : reduce;
+}
+
+/* One ROWS x BK tile of a row-major matrix with `rows` rows and k columns into swizzled shared
+ * memory. */
+template <typename T, int ROWS, int BK, int THREADS>
+__device__ __forceinline__ void load_tile(T *dst, const T *src, int64_t row0, int64_t rows,
+                                          int64_t k0, int64_t k, bool vec)
+{
+    constexpr int CPR = BK / 8, CHUNKS = ROWS * CPR;
+    static_assert(CHUNKS % THREADS == 0, "whole chunks a thread");
+#pragma unroll
+    for (int i = 0; i < CHUNKS / THREADS; i++) {
+        const int q = threadIdx.x + i * THREADS, r = q / CPR, ch = q % CPR;
+        const int64_t grow = row0 + r, kk = k0 + ch * 8;
+        T *d = dst + r * BK + swizzle<BK>(r, ch) * 8;
+        const bool in = grow < rows && kk < k;
+        if (vec) {
+            cp_async16(d, in ? src + grow * k + kk : src, in ? 16 : 0);
+        } else {
+            const uint4 v = in ? load8<false>(src + grow * k, kk, k, false) : make_uint4(0, 0, 0, 0);
+            *reinterpret_cast<uint4 *>(d) = v;
+        }
+    }
+}
+
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int SPLIT>
+__global__ void __launch_bounds__(WM *WN * 32)
+    mma_kernel(const T *__restrict__ a, const T *__restrict__ w, T *__restrict__ c, int m, int n,
+               int64_t k, int flags)
+{
+    constexpr int THREADS = WM * WN * 32, TM = BM / WM, TN = BN / WN, FM = TM / 16, FN = TN / 8;
+    static_assert(TM % 16 == 0 && TN % 16 == 0, "warp tiles of whole 16x16 pieces");
+    extern __shared__ __align__(128) unsigned char smem[];
+    T *sa = reinterpret_cast<T *>(smem);
+    T *sw = sa + STAGES * BM * BK;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wm = warp / WN, wn = warp % WN;
+    const bool vec = flags & VEC_LOADS;
+
+    /* grouped order of the tiles */
+    const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
+    const int pid = blockIdx.x, per_group = GROUP_M * tiles_n, first = pid / per_group * GROUP_M;
+    const int gsize = min(tiles_m - first, GROUP_M);
+    const int tm = first + (pid % per_group) % gsize, tn = (pid % per_group) / gsize;
+    const int64_t m0 = (int64_t)tm * BM, n0 = (int64_t)tn * BN;
+    (void)tiles_n;
+
+    const int split = SPLIT > 1 ? (int)cg::this_cluster().block_rank() : 0;
+    const int64_t ktiles = (k + BK - 1) / BK;
+    const int64_t kt0 = ktiles * split / SPLIT, nkt = ktiles * (split + 1) / SPLIT - kt0;
+
+    auto load_stage = [&](int stage, int64_t kt) {
+        load_tile<T, BM, BK, THREADS>(sa + stage * BM * BK, a, m0, m, kt * BK, k, vec);
+        load_tile<T, BN, BK, THREADS>(sw + stage * BN * BK, w, n0, n, kt * BK, k, vec);
+    };
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < nkt)
+            load_stage(s, kt0 + s);
+        cp_async_commit();
+    }
+
+    float acc[FM][FN][4] = {};
+    for (int64_t i = 0; i < nkt; i++) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        const int64_t next = i + STAGES - 1;
+        if (next < nkt)
+            load_stage((int)(next % STAGES), kt0 + next);
+        cp_async_commit();
+        const T *ta = sa + (i % STAGES) * BM * BK, *tw = sw + (i % STAGES) * BN * BK;
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; kk++) {
+            uint32_t af[FM][4], bf[FN][2];
+#pragma unroll
+            for (int fm = 0; fm < FM; fm++) {
+                const int r = wm * TM + fm * 16 + (lane & 15), ch = kk * 2 + (lane >> 4);
+                ldmatrix_x4(af[fm], ta + r * BK + swizzle<BK>(r, ch) * 8);
+            }
+#pragma unroll
+            for (int fn = 0; fn < FN; fn += 2) {
+                const int r = wn * TN + fn * 8 + (lane & 7) + ((lane >> 4) << 3);
+                const int ch = kk * 2 + ((lane >> 3) & 1);
+                uint32_t q[4];
+                ldmatrix_x4(q, tw + r * BK + swizzle<BK>(r, ch) * 8);
+                bf[fn][0] = q[0];
+                bf[fn][1] = q[1];
+                bf[fn + 1][0] = q[2];
+                bf[fn + 1][1] = q[3];
+            }
+#pragma unroll
+            for (int fm = 0; fm < FM; fm++)
+#pragma unroll
+                for (int fn = 0; fn < FN; fn++)
+                    mma_16816<T>(acc[fm][fn], af[fm], bf[fn]);
+        }
+    }
+    cp_async_wait<0>();
+
+    const int g = lane >> 2, t = lane & 3;
+    const bool pairs = flags & PAIR_STORES;
+    if constexpr (SPLIT == 1) {
+#pragma unroll
+        for (int fm = 0; fm < FM; fm++)
+#pragma unroll
+            for (int fn = 0; fn < FN; fn++) {
+                const int64_t row = m0 + wm * TM + fm * 16 + g, col = n0 + wn * TN + fn * 8 + 2 * t;
+                store_pair(c, row, col, m, n, acc[fm][fn][0], acc[fm][fn][1], pairs);
+                store_pair(c, row + 8, col, m, n, acc[fm][fn][2], acc[fm][fn][3], pairs);
+            }
+    } else {
+        __syncthreads(); /* the ring is reused for the fp32 tile */
+        float *tile = reinterpret_cast<float *>(smem);
+#pragma unroll
+        for (int fm = 0; fm < FM; fm++)
+#pragma unroll
+            for (int fn = 0; fn < FN; fn++) {
+                const int r = wm * TM + fm * 16 + g, col = wn * TN + fn * 8 + 2 * t;
+                *reinterpret_cast<float2 *>(&tile[r * BN + col]) =
+                    make_float2(acc[fm][fn][0], acc[fm][fn][1]);
+                *reinterpret_cast<float2 *>(&tile[(r + 8) * BN + col]) =
+                    make_float2(acc[fm][fn][2], acc[fm][fn][3]);
+            }
+        cg::cluster_group cluster = cg::this_cluster();
+        cluster.sync();
+        constexpr int PAIRS = BM * BN / 2;
+        const int begin = PAIRS * split / SPLIT, end = PAIRS * (split + 1) / SPLIT;
+        for (int i = begin + threadIdx.x; i < end; i += THREADS) {
+            float2 s = make_float2(0.f, 0.f);
+#pragma unroll
+            for (int q = 0; q < SPLIT; q++) {
+                const float2 v = reinterpret_cast<const float2 *>(cluster.map_shared_rank(tile, q))[i];
+                s.x += v.x;
+                s.y += v.y;
+            }
+            const int r = 2 * i / BN, col = 2 * i % BN;
+            store_pair(c, m0 + r, n0 + col, m, n, s.x, s.y, pairs);
+        }
+        cluster.sync();
+    }
+}
+
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, int SPLIT> struct mma_launcher {
+    template <typename T>
+    static cudaError_t run(const void *a, const void *w, void *c, int64_t m, int64_t n, int64_t k,
+                           cudaStream_t s)
+    {
+        const int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
+        if (tiles > INT32_MAX)
+            return cudaErrorInvalidValue;
+        return ktune_launch::launch(mma_kernel<T, BM, BN, BK, WM, WN, STAGES, SPLIT>,
+                                    dim3((unsigned)tiles, SPLIT), dim3(WM * WN * 32),
+                                    dim3(1, SPLIT, 1), mma_smem_bytes<BM, BN, BK, STAGES, SPLIT>(),
+                                    s, (const T *)a, (const T *)w, (T *)c, (int)m, (int)n, k,
+                                    layout_flags<T>(a, w, c, n, k));
+    }
+};
+
+} // namespace ktune_matmul_impl

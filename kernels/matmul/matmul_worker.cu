@@ -1,0 +1,253 @@
+/* The matmul family's side of a sweep worker: inputs, the cuBLAS reference and anchor.
+ *
+ * Inputs are uniform in [-1, 1). The reference is cuBLAS with fp32 output on the same inputs. A
+ * result passes when |c - ref| <= 1e-3 * sqrt(k) + rtol * |ref| for every element, rtol 2^-7 for
+ * bf16 and 2^-9 for f16 outputs (rounding of the output plus a different order of fp32 sums);
+ * a missing 16-wide slice of k is off by about sqrt(16 / 9), far above that. NaN never passes. */
+#include <cublas_v2.h>
+#include <math.h>
+#include <stdio.h>
+
+#include <algorithm>
+
+#include "matmul_instance.cuh"
+#include "worker.h"
+
+extern "C" {
+extern const ktune_instance ktune_matmul_candidates[];
+extern const int ktune_matmul_candidates_count;
+}
+
+namespace {
+
+const int max_sets = 64;
+const size_t cublas_workspace_bytes = (size_t)32 << 20;
+
+struct state {
+    int dtype = 0;
+    int64_t m = 0, n = 0, k = 0;
+    int sets = 0;
+    void *a[max_sets] = {};
+    void *w[max_sets] = {};
+    void *c[max_sets] = {};
+    void *scratch = nullptr; /* the copy anchor's destination */
+    float *ref = nullptr;
+    unsigned long long *bad = nullptr; /* [0] count, [1] first index */
+} st;
+
+cublasHandle_t handle;
+void *cublas_workspace;
+
+__device__ __forceinline__ uint32_t hash(uint64_t v)
+{
+    v ^= v >> 33;
+    v *= 0xff51afd7ed558ccdULL;
+    v ^= v >> 33;
+    v *= 0xc4ceb9fe1a85ec53ULL;
+    v ^= v >> 33;
+    return (uint32_t)v;
+}
+
+template <typename T> __global__ void fill(T *x, int64_t count, uint64_t seed)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count;
+         i += (int64_t)gridDim.x * blockDim.x)
+        x[i] = ktune_matmul_impl::to_out<T>(hash(seed * 0x9e3779b97f4a7c15ULL + i) / 2147483648.0f -
+                                            1.f);
+}
+
+template <typename T>
+__global__ void compare(const T *c, const float *ref, int64_t count, float atol, float rtol,
+                        unsigned long long *bad)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const float got = (float)c[i], want = ref[i];
+        if (!(fabsf(got - want) <= atol + rtol * fabsf(want))) {
+            atomicAdd(&bad[0], 1ULL);
+            atomicMin(&bad[1], (unsigned long long)i);
+        }
+    }
+}
+
+cudaDataType_t cuda_type(int dtype) { return dtype == KTUNE_BF16 ? CUDA_R_16BF : CUDA_R_16F; }
+
+/* c (m x n, row-major) = a (m x k) w (n x k)^T: in cuBLAS's column-major terms c^T = w^T' a^T'
+ * with w^T' the k x n column-major view of w, transposed. */
+cublasStatus_t gemm(int set, void *out, cudaDataType_t out_type)
+{
+    const float one = 1.f, zero = 0.f;
+    return cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, (int)st.n, (int)st.m, (int)st.k, &one,
+                        st.w[set], cuda_type(st.dtype), (int)st.k, st.a[set], cuda_type(st.dtype),
+                        (int)st.k, &zero, out, out_type, (int)st.n, CUBLAS_COMPUTE_32F,
+                        CUBLAS_GEMM_DEFAULT);
+}
+
+cudaError_t from_cublas(cublasStatus_t s)
+{
+    if (s == CUBLAS_STATUS_SUCCESS)
+        return cudaSuccess;
+    if (s == CUBLAS_STATUS_ALLOC_FAILED)
+        return cudaErrorMemoryAllocation;
+    cudaError_t e = cudaGetLastError();
+    return e != cudaSuccess ? e : cudaErrorUnknown;
+}
+
+cudaError_t ensure_cublas(cudaStream_t stream)
+{
+    if (!handle) {
+        if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS)
+            return cudaErrorUnknown;
+        cudaError_t e = cudaMalloc(&cublas_workspace, cublas_workspace_bytes);
+        if (e != cudaSuccess)
+            return e;
+        /* a fixed workspace: nothing is allocated while a graph is captured */
+        if (cublasSetWorkspace(handle, cublas_workspace, cublas_workspace_bytes) !=
+            CUBLAS_STATUS_SUCCESS)
+            return cudaErrorUnknown;
+    }
+    return from_cublas(cublasSetStream(handle, stream));
+}
+
+void release()
+{
+    for (int s = 0; s < st.sets; s++) {
+        cudaFree(st.a[s]);
+        cudaFree(st.w[s]);
+        cudaFree(st.c[s]);
+    }
+    cudaFree(st.scratch);
+    cudaFree(st.ref);
+    cudaFree(st.bad);
+    st = state();
+}
+
+int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
+{
+    static uint64_t seed = 1;
+    st.dtype = (int)key[0];
+    st.m = key[1];
+    st.n = key[2];
+    st.k = key[3];
+    const size_t abytes = (size_t)(st.m * st.k * 2), wbytes = (size_t)(st.n * st.k * 2),
+                 cbytes = (size_t)(st.m * st.n * 2);
+    const int64_t per_set = (int64_t)(abytes + wbytes + cbytes);
+    /* enough sets that one round through them is at least 3x the L2 */
+    const int64_t want = (3 * l2_bytes + per_set - 1) / per_set;
+    const int sets = (int)std::min<int64_t>(std::max<int64_t>(want, 1), max_sets);
+    cudaError_t e = st.dtype == KTUNE_F16 || st.dtype == KTUNE_BF16 ? ensure_cublas(0)
+                                                                     : cudaErrorInvalidValue;
+    for (int s = 0; s < sets && e == cudaSuccess; s++) {
+        void *p[3] = {};
+        e = cudaMalloc(&p[0], abytes);
+        if (e == cudaSuccess)
+            e = cudaMalloc(&p[1], wbytes);
+        if (e == cudaSuccess)
+            e = cudaMalloc(&p[2], cbytes);
+        if (e != cudaSuccess) {
+            for (void *q : p)
+                cudaFree(q);
+            break;
+        }
+        st.a[s] = p[0];
+        st.w[s] = p[1];
+        st.c[s] = p[2];
+        st.sets++;
+    }
+    if (e == cudaSuccess)
+        e = cudaMalloc(&st.scratch, wbytes);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&st.ref, (size_t)(st.m * st.n) * sizeof(float));
+    if (e == cudaSuccess)
+        e = cudaMalloc(&st.bad, 2 * sizeof(unsigned long long));
+    for (int s = 0; s < st.sets && e == cudaSuccess; s++) {
+        seed += 2;
+        if (st.dtype == KTUNE_F16) {
+            fill<<<1024, 256>>>((__half *)st.a[s], st.m * st.k, seed);
+            fill<<<1024, 256>>>((__half *)st.w[s], st.n * st.k, seed + 1);
+        } else {
+            fill<<<1024, 256>>>((__nv_bfloat16 *)st.a[s], st.m * st.k, seed);
+            fill<<<1024, 256>>>((__nv_bfloat16 *)st.w[s], st.n * st.k, seed + 1);
+        }
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess)
+        e = from_cublas(gemm(0, st.ref, CUDA_R_32F));
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+        *error = e;
+        release();
+        return -1;
+    }
+    return st.sets;
+}
+
+cudaError_t launch(int instance, int set, cudaStream_t stream)
+{
+    ktune_matmul_launch_t *fn = (ktune_matmul_launch_t *)ktune_matmul_candidates[instance].launch;
+    return fn(st.a[set], st.w[set], st.c[set], st.m, st.n, st.k, st.dtype, stream);
+}
+
+cudaError_t check(int instance, cudaStream_t stream, int *ok, char *detail, size_t size)
+{
+    const unsigned long long init[2] = {0, ~0ULL};
+    const size_t cbytes = (size_t)(st.m * st.n * 2);
+    cudaError_t e = cudaMemsetAsync(st.c[0], 0xff, cbytes, stream); /* NaN in both dtypes */
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(st.bad, init, sizeof init, cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess)
+        e = launch(instance, 0, stream);
+    if (e != cudaSuccess)
+        return e;
+    const float atol = 1e-3f * sqrtf((float)st.k);
+    if (st.dtype == KTUNE_F16)
+        compare<<<1024, 256, 0, stream>>>((const __half *)st.c[0], st.ref, st.m * st.n, atol,
+                                          1.f / 512, st.bad);
+    else
+        compare<<<1024, 256, 0, stream>>>((const __nv_bfloat16 *)st.c[0], st.ref, st.m * st.n,
+                                          atol, 1.f / 128, st.bad);
+    unsigned long long bad[2];
+    e = cudaMemcpyAsync(bad, st.bad, sizeof bad, cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(stream);
+    if (e != cudaSuccess)
+        return e;
+    *ok = bad[0] == 0;
+    if (!*ok)
+        snprintf(detail, size, "%llu of %lld elements out of tolerance; first at row %lld col %lld",
+                 bad[0], (long long)(st.m * st.n), (long long)(bad[1] / st.n),
+                 (long long)(bad[1] % st.n));
+    return cudaSuccess;
+}
+
+cudaError_t copy(int set, cudaStream_t stream)
+{
+    return cudaMemcpyAsync(st.scratch, st.w[set], (size_t)(st.n * st.k * 2),
+                           cudaMemcpyDeviceToDevice, stream);
+}
+
+double bytes(const int64_t *key)
+{
+    return 2.0 * ((double)key[1] * key[3] + (double)key[2] * key[3] + (double)key[1] * key[2]);
+}
+
+cudaError_t vendor(int set, cudaStream_t stream)
+{
+    cudaError_t e = ensure_cublas(stream);
+    return e == cudaSuccess ? from_cublas(gemm(set, st.c[set], cuda_type(st.dtype))) : e;
+}
+
+double flops(const int64_t *key) { return 2.0 * (double)key[1] * key[2] * key[3]; }
+
+void ceiling_key(const int64_t *key, int64_t *out)
+{
+    out[0] = key[0];
+    out[1] = out[2] = out[3] = 8192;
+}
+
+} // namespace
+
+const ktune_worker_family ktune_worker_family_def = {
+    "matmul", 4, ktune_matmul_candidates, ktune_matmul_candidates_count, prepare, launch, check,
+    copy, bytes, release, vendor, "cublas", flops, ceiling_key};

@@ -1,0 +1,213 @@
+/* Every matmul config of the space, on odd shapes (tails in m, n and k; k not a multiple of 8;
+ * unaligned pointers), against cuBLAS with fp32 output, on poisoned outputs; then the public
+ * entry point. Exits 77 without a GPU. */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include "device.h"
+#include "ktune/ktune.h"
+#include "matmul_instance.cuh"
+#include "matmul_space.h"
+#include "select.h"
+
+extern "C" {
+extern const ktune_instance ktune_matmul_candidates[];
+extern const int ktune_matmul_candidates_count;
+}
+
+#define CHECK(x)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (x);                                                                      \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static uint16_t to_bits(float v, int dtype)
+{
+    if (dtype == KTUNE_F16)
+        return __half_raw(__float2half_rn(v)).x;
+    return __nv_bfloat16_raw(__float2bfloat16_rn(v)).x;
+}
+
+static float from_bits(uint16_t b, int dtype)
+{
+    if (dtype == KTUNE_F16) {
+        __half_raw r;
+        r.x = b;
+        return __half2float(__half(r));
+    }
+    __nv_bfloat16_raw r;
+    r.x = b;
+    return __bfloat162float(__nv_bfloat16(r));
+}
+
+struct problem {
+    int dtype;
+    int64_t m, n, k;
+    int offset; /* elements every pointer is shifted by: the unaligned paths */
+    uint16_t *a = nullptr, *w = nullptr, *c = nullptr;
+    std::vector<float> ref;
+};
+
+static void problem_init(problem &p, cublasHandle_t h, unsigned seed)
+{
+    std::vector<uint16_t> a((size_t)(p.m * p.k)), w((size_t)(p.n * p.k));
+    srand(seed);
+    for (auto &x : a)
+        x = to_bits((float)rand() / RAND_MAX * 2.f - 1.f, p.dtype);
+    for (auto &x : w)
+        x = to_bits((float)rand() / RAND_MAX * 2.f - 1.f, p.dtype);
+    CHECK(cudaMalloc(&p.a, (a.size() + 8) * 2));
+    CHECK(cudaMalloc(&p.w, (w.size() + 8) * 2));
+    CHECK(cudaMalloc(&p.c, (size_t)(p.m * p.n + 8) * 2));
+    p.a += p.offset;
+    p.w += p.offset;
+    p.c += p.offset;
+    CHECK(cudaMemcpy(p.a, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(p.w, w.data(), w.size() * 2, cudaMemcpyHostToDevice));
+    float *ref;
+    CHECK(cudaMalloc(&ref, (size_t)(p.m * p.n) * 4));
+    const float one = 1.f, zero = 0.f;
+    const cudaDataType_t t = p.dtype == KTUNE_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    if (cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)p.n, (int)p.m, (int)p.k, &one, p.w, t,
+                     (int)p.k, p.a, t, (int)p.k, &zero, ref, CUDA_R_32F, (int)p.n,
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "cublasGemmEx failed\n");
+        exit(1);
+    }
+    p.ref.resize((size_t)(p.m * p.n));
+    CHECK(cudaMemcpy(p.ref.data(), ref, p.ref.size() * 4, cudaMemcpyDeviceToHost));
+    CHECK(cudaFree(ref));
+}
+
+static void problem_free(problem &p)
+{
+    cudaFree(p.a - p.offset);
+    cudaFree(p.w - p.offset);
+    cudaFree(p.c - p.offset);
+}
+
+/* Elements out of tolerance (NaN counts): the worker's rule. */
+static long long check_output(const problem &p, int64_t *first)
+{
+    std::vector<uint16_t> out((size_t)(p.m * p.n));
+    CHECK(cudaMemcpy(out.data(), p.c, out.size() * 2, cudaMemcpyDeviceToHost));
+    const double atol = 1e-3 * sqrt((double)p.k), rtol = p.dtype == KTUNE_F16 ? 1.0 / 512 : 1.0 / 128;
+    long long bad = 0;
+    *first = -1;
+    for (size_t i = 0; i < out.size(); i++) {
+        const double got = from_bits(out[i], p.dtype);
+        if (!(fabs(got - p.ref[i]) <= atol + rtol * fabs(p.ref[i]))) {
+            if (bad++ == 0)
+                *first = (int64_t)i;
+        }
+    }
+    return bad;
+}
+
+int main()
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("no CUDA device: skipped\n");
+        return 77;
+    }
+    const ktune_device *dev;
+    cublasHandle_t handle;
+    if (ktune_device_current(&dev) != KTUNE_OK || cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
+        printf("cannot read the device or start cuBLAS\n");
+        return 1;
+    }
+    /* m, n, k, pointer offset */
+    const int64_t shapes[][4] = {{1, 1, 1, 0},      {1, 7, 9, 0},       {2, 33, 40, 1},
+                                 {3, 100, 1000, 0}, {5, 64, 4096, 0},   {8, 130, 520, 0},
+                                 {9, 257, 64, 0},   {16, 300, 777, 0},  {17, 96, 2048, 1},
+                                 {32, 512, 3000, 0}, {33, 129, 1024, 0}, {100, 200, 300, 0},
+                                 {129, 257, 4104, 0}, {300, 1000, 200, 1}, {1024, 384, 8200, 0}};
+    long long checked = 0, failures = 0;
+    for (int dtype = KTUNE_F16; dtype <= KTUNE_BF16; dtype++)
+        for (const auto &sh : shapes) {
+            problem p;
+            p.dtype = dtype;
+            p.m = sh[0];
+            p.n = sh[1];
+            p.k = sh[2];
+            p.offset = (int)sh[3];
+            problem_init(p, handle, (unsigned)(dtype * 7919 + p.m * 31 + p.n * 7 + p.k));
+            const int64_t key[KTUNE_MAX_KEY] = {dtype, p.m, p.n, p.k};
+            for (int i = 0; i < ktune_matmul_candidates_count; i++) {
+                const ktune_instance *in = &ktune_matmul_candidates[i];
+                if (!ktune_matmul_valid(in->variant, in->params, key, dev))
+                    continue;
+                CHECK(cudaMemset(p.c, 0xff, (size_t)(p.m * p.n) * 2));
+                cudaError_t e = ((ktune_matmul_launch_t *)in->launch)(p.a, p.w, p.c, p.m, p.n, p.k,
+                                                                      dtype, 0);
+                if (e == cudaSuccess)
+                    e = cudaDeviceSynchronize();
+                int64_t first = -1;
+                long long bad = e == cudaSuccess ? check_output(p, &first) : -1;
+                checked++;
+                if (bad != 0) {
+                    failures++;
+                    printf("FAIL %s %s m=%lld n=%lld k=%lld offset=%d: %s, %lld wrong, first at "
+                           "row %lld col %lld\n",
+                           in->name, ktune_dtype_name(dtype), (long long)p.m, (long long)p.n,
+                           (long long)p.k, p.offset, cudaGetErrorString(e), bad,
+                           (long long)(first < 0 ? -1 : first / p.n),
+                           (long long)(first < 0 ? -1 : first % p.n));
+                    if (e != cudaSuccess && e != cudaErrorInvalidValue)
+                        return 1;
+                }
+            }
+            /* the public entry point */
+            ktune_choice choice;
+            ktune_status st = ktune_matmul_explain(p.m, p.n, p.k, (ktune_dtype)dtype, &choice);
+            CHECK(cudaMemset(p.c, 0xff, (size_t)(p.m * p.n) * 2));
+            if (st == KTUNE_OK)
+                st = ktune_matmul(p.a, p.w, p.c, p.m, p.n, p.k, (ktune_dtype)dtype, 0);
+            CHECK(cudaDeviceSynchronize());
+            int64_t first;
+            long long bad = st == KTUNE_OK ? check_output(p, &first) : -1;
+            checked++;
+            if (st != KTUNE_OK || bad) {
+                failures++;
+                printf("FAIL ktune_matmul %s m=%lld n=%lld k=%lld: %s, %lld wrong (%s)\n",
+                       ktune_dtype_name(dtype), (long long)p.m, (long long)p.n, (long long)p.k,
+                       ktune_status_string(st), bad, choice.why);
+            }
+            problem_free(p);
+        }
+    printf("%lld checks of %d candidate configs and ktune_matmul, %lld failures\n", checked,
+           ktune_matmul_candidates_count, failures);
+
+    ktune_choice c;
+    int ok = ktune_matmul_explain(1, 4096, 4096, KTUNE_BF16, &c) == KTUNE_OK;
+    printf("explain bf16 m=1 n=4096 k=4096: %s (%s): %s\n", c.config, ktune_reason_string(c.reason),
+           c.why);
+    ok &= ktune_matmul_explain(3000, 4000, 5000, KTUNE_F16, &c) == KTUNE_OK;
+    printf("explain f16 m=3000 n=4000 k=5000: %s (%s): %s\n", c.config,
+           ktune_reason_string(c.reason), c.why);
+    setenv("KTUNE_FORCE", "matmul=mma_bm128_bn128_bk32_wm2_wn2_stages4_split1", 1);
+    ktune_select_reset();
+    ok &= ktune_matmul_explain(1, 4096, 4096, KTUNE_BF16, &c) == KTUNE_OK &&
+          c.reason == KTUNE_REASON_FORCED;
+    printf("forced: %s (%s)\n", c.config ? c.config : "-", ktune_reason_string(c.reason));
+    unsetenv("KTUNE_FORCE");
+    ktune_select_reset();
+    ok &= ktune_matmul(NULL, NULL, NULL, 1, 1, 1, KTUNE_BF16, 0) == KTUNE_ERROR_INVALID_ARGUMENT;
+    ok &= ktune_matmul_explain(4, 4, 4, KTUNE_F32, &c) == KTUNE_ERROR_INVALID_ARGUMENT;
+    ok &= ktune_matmul_explain(0, 4, 4, KTUNE_F16, &c) == KTUNE_ERROR_INVALID_ARGUMENT;
+    if (!ok)
+        printf("FAIL explain / KTUNE_FORCE / argument checks\n");
+    cublasDestroy(handle);
+    return failures == 0 && ok ? 0 : 1;
+}
