@@ -30,28 +30,49 @@ template <int BM, int BN, int BK, int STAGES, int SPLIT> constexpr size_t mma_sm
     return ring > reduce ? ring : reduce;
 }
 
-/* One ROWS x BK tile of a row-major matrix with `rows` rows and k columns into swizzled shared
- * memory. */
-template <typename T, int ROWS, int BK, int THREADS>
-__device__ __forceinline__ void load_tile(T *dst, const T *src, int64_t row0, int64_t rows,
-                                          int64_t k0, int64_t k, bool vec)
-{
-    constexpr int CPR = BK / 8, CHUNKS = ROWS * CPR;
-    static_assert(CHUNKS % THREADS == 0, "whole chunks a thread");
+/* A thread's share of loading ROWS x BK tiles of a row-major matrix (`rows` rows, k columns)
+ * into swizzled shared memory: chunks q = thread + i * THREADS, i < PER, which are rows
+ * thread / CPR + i * STEP at one column chunk. STEP is a multiple of 8, so a thread's swizzle is
+ * the same for all of its chunks; what varies with the k tile is only the column. */
+template <typename T, int ROWS, int BK, int THREADS> struct tile_loader {
+    static constexpr int CPR = BK / 8, PER = ROWS * CPR / THREADS, STEP = THREADS / CPR;
+    static_assert(ROWS * CPR % THREADS == 0 && STEP % 8 == 0, "whole chunks a thread");
+    const T *src;      /* the thread's first chunk in column 0 of the matrix */
+    int dst;           /* its element offset in a stage */
+    int col;           /* its column chunk, in elements */
+    unsigned rows_in;  /* bit i: chunk i's row is inside the matrix */
+    int64_t k;
+
+    __device__ __forceinline__ tile_loader(const T *m, int64_t row0, int64_t rows, int64_t k_)
+    {
+        const int r = threadIdx.x / CPR, ch = threadIdx.x % CPR;
+        k = k_;
+        col = ch * 8;
+        src = m + min(row0 + r, rows - 1) * k;
+        dst = r * BK + swizzle<BK>(r, ch) * 8;
+        rows_in = 0;
 #pragma unroll
-    for (int i = 0; i < CHUNKS / THREADS; i++) {
-        const int q = threadIdx.x + i * THREADS, r = q / CPR, ch = q % CPR;
-        const int64_t grow = row0 + r, kk = k0 + ch * 8;
-        T *d = dst + r * BK + swizzle<BK>(r, ch) * 8;
-        const bool in = grow < rows && kk < k;
-        if (vec) {
-            cp_async16(d, in ? src + grow * k + kk : src, in ? 16 : 0);
-        } else {
-            const uint4 v = in ? load8<false>(src + grow * k, kk, k, false) : make_uint4(0, 0, 0, 0);
-            *reinterpret_cast<uint4 *>(d) = v;
+        for (int i = 0; i < PER; i++)
+            rows_in |= (unsigned)(row0 + r + i * STEP < rows) << i;
+    }
+
+    __device__ __forceinline__ void load(T *stage, int64_t k0, bool vec) const
+    {
+        const int64_t kk = k0 + col;
+#pragma unroll
+        for (int i = 0; i < PER; i++) {
+            const bool in = (rows_in >> i & 1) && kk < k;
+            const T *p = src + (int64_t)i * STEP * k + kk;
+            T *d = stage + dst + i * STEP * BK;
+            if (vec) {
+                cp_async16(d, in ? p : src, in ? 16 : 0);
+            } else {
+                const uint4 v = in ? load8<false>(p - kk, kk, k, false) : make_uint4(0, 0, 0, 0);
+                *reinterpret_cast<uint4 *>(d) = v;
+            }
         }
     }
-}
+};
 
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int SPLIT>
 __global__ void __launch_bounds__(WM *WN * 32)
@@ -78,9 +99,11 @@ __global__ void __launch_bounds__(WM *WN * 32)
     const int64_t ktiles = (k + BK - 1) / BK;
     const int64_t kt0 = ktiles * split / SPLIT, nkt = ktiles * (split + 1) / SPLIT - kt0;
 
+    const tile_loader<T, BM, BK, THREADS> la(a, m0, m, k);
+    const tile_loader<T, BN, BK, THREADS> lw(w, n0, n, k);
     auto load_stage = [&](int stage, int64_t kt) {
-        load_tile<T, BM, BK, THREADS>(sa + stage * BM * BK, a, m0, m, kt * BK, k, vec);
-        load_tile<T, BN, BK, THREADS>(sw + stage * BN * BK, w, n0, n, kt * BK, k, vec);
+        la.load(sa + stage * BM * BK, kt * BK, vec);
+        lw.load(sw + stage * BN * BK, kt * BK, vec);
     };
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
@@ -89,29 +112,34 @@ __global__ void __launch_bounds__(WM *WN * 32)
         cp_async_commit();
     }
 
+    /* a lane's ldmatrix rows: the same 8-row phase in every 16-row piece, so the swizzle of its
+     * chunk is a constant XOR */
+    const int a_row = wm * TM + (lane & 15), a_hi = lane >> 4;
+    const int w_row = wn * TN + (lane & 7) + ((lane >> 4) << 3), w_hi = (lane >> 3) & 1;
     float acc[FM][FN][4] = {};
-    for (int64_t i = 0; i < nkt; i++) {
+    int read = 0, write = STAGES - 1;
+    for (int i = 0; i < (int)nkt; i++) {
         cp_async_wait<STAGES - 2>();
         __syncthreads();
-        const int64_t next = i + STAGES - 1;
-        if (next < nkt)
-            load_stage((int)(next % STAGES), kt0 + next);
+        if (i + STAGES - 1 < nkt)
+            load_stage(write, kt0 + i + STAGES - 1);
         cp_async_commit();
-        const T *ta = sa + (i % STAGES) * BM * BK, *tw = sw + (i % STAGES) * BN * BK;
+        write = write == STAGES - 1 ? 0 : write + 1;
+        const T *ta = sa + read * BM * BK, *tw = sw + read * BN * BK;
+        read = read == STAGES - 1 ? 0 : read + 1;
 #pragma unroll
         for (int kk = 0; kk < BK / 16; kk++) {
             uint32_t af[FM][4], bf[FN][2];
 #pragma unroll
             for (int fm = 0; fm < FM; fm++) {
-                const int r = wm * TM + fm * 16 + (lane & 15), ch = kk * 2 + (lane >> 4);
-                ldmatrix_x4(af[fm], ta + r * BK + swizzle<BK>(r, ch) * 8);
+                const int r = a_row + fm * 16;
+                ldmatrix_x4(af[fm], ta + r * BK + swizzle<BK>(r, kk * 2 + a_hi) * 8);
             }
 #pragma unroll
             for (int fn = 0; fn < FN; fn += 2) {
-                const int r = wn * TN + fn * 8 + (lane & 7) + ((lane >> 4) << 3);
-                const int ch = kk * 2 + ((lane >> 3) & 1);
+                const int r = w_row + fn * 8;
                 uint32_t q[4];
-                ldmatrix_x4(q, tw + r * BK + swizzle<BK>(r, ch) * 8);
+                ldmatrix_x4(q, tw + r * BK + swizzle<BK>(r, kk * 2 + w_hi) * 8);
                 bf[fn][0] = q[0];
                 bf[fn][1] = q[1];
                 bf[fn + 1][0] = q[2];
