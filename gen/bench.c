@@ -68,7 +68,7 @@ static int measure_champions(const ktune_space *s, ktune_worker *w, int id, cons
         }
     }
     if (n < 2)
-        return 0;
+        return 0; /* one variant: its champion is the tuned config, timed by the B request */
     ktune_reply_kind kind;
     if (ktune_worker_request(w, line, timeout_s * n, reply, sizeof reply, &kind, err))
         return -1;
@@ -156,8 +156,10 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
         if (s->nvariants > 1 &&
             measure_champions(s, &w, i, e->key, champion, timeout_s, vus, err))
             goto cleanup;
-        if (s->nvariants == 1)
-            vus[0] = tu;
+        /* a variant whose champion is the tuned config and was not timed again: the tuned time */
+        for (int v = 0; v < s->nvariants; v++)
+            if (vus[v] == 0 && champion[v] == ktune_space_find_config(s, e->config))
+                vus[v] = tu;
         char variants[1024] = "";
         size_t vl = 0;
         for (int v = 0; v < s->nvariants; v++)
