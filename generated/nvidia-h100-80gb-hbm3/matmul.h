@@ -2,6 +2,7 @@
 /* matmul on NVIDIA H100 80GB HBM3 (132 SMs, compute capability 90): 638 tuned keys.
  * run 1: matmul-gpu; driver 580.159.04, CUDA 13.0, source ac3fcf169b89, 2026-11-22
  * run 2: matmul-gpu; driver 580.159.04, CUDA 13.0, source f1886a1d2879, 2026-11-22
+ * run 3: matmul-gpu; driver 580.159.04, CUDA 13.0, source e2d74e205ed6, 2026-11-22
  * Each row: key, configuration, its time (us), the family default's time (us). */
 #ifndef KTUNE_MATMUL_NVIDIA_H100_80GB_HBM3_132_H
 #define KTUNE_MATMUL_NVIDIA_H100_80GB_HBM3_132_H
@@ -57,7 +58,7 @@ static const ktune_row ktune_matmul_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_F16, 2, 7168, 2304}, "gemv_rows32_warps8_unroll4_split1_mtiles1", 15.693f, 17.652f},
     {{KTUNE_F16, 2, 7168, 8192}, "gemv_rows16_warps8_unroll8_split1_mtiles1", 48.051f, 53.784f},
     {{KTUNE_F16, 2, 8192, 1024}, "gemv_rows32_warps8_unroll4_split1_mtiles1", 8.635f, 9.064f},
-    {{KTUNE_F16, 2, 8192, 3584}, "gemv_rows16_warps8_unroll8_split1_mtiles1", 25.012f, 26.200f},
+    {{KTUNE_F16, 2, 8192, 3584}, "gemv_rows32_warps8_unroll4_split1_mtiles1", 24.181f, 25.288f},
     {{KTUNE_F16, 2, 12288, 4096}, "gemv_rows16_warps8_unroll8_split1_mtiles1", 40.506f, 41.466f},
     {{KTUNE_F16, 2, 15360, 5120}, "gemv_rows16_warps8_unroll8_split1_mtiles1", 61.968f, 63.216f},
     {{KTUNE_F16, 2, 16032, 8192}, "gemv_rows16_warps8_unroll8_split1_mtiles1", 100.992f, 104.576f},
@@ -169,7 +170,7 @@ static const ktune_row ktune_matmul_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_F16, 32, 5120, 13824}, "mma_bm64_bn64_bk64_wm2_wn2_stages3_split4", 63.840f, 112.464f},
     {{KTUNE_F16, 32, 6144, 4096}, "mma_bm64_bn128_bk64_wm2_wn4_stages3_split4", 26.729f, 36.555f},
     {{KTUNE_F16, 32, 7168, 256}, "mma_bm64_bn64_bk32_wm2_wn2_stages4_split1", 5.693f, 11.740f},
-    {{KTUNE_F16, 32, 7168, 2048}, "gemv_rows32_warps4_unroll4_split1_mtiles4", 18.022f, 25.148f},
+    {{KTUNE_F16, 32, 7168, 2048}, "mma_bm64_bn64_bk64_wm2_wn2_stages3_split4", 17.847f, 24.988f},
     {{KTUNE_F16, 32, 7168, 2304}, "mma_bm64_bn128_bk64_wm2_wn4_stages3_split4", 19.344f, 32.437f},
     {{KTUNE_F16, 32, 7168, 8192}, "mma_bm64_bn128_bk64_wm2_wn4_stages3_split4", 53.296f, 87.275f},
     {{KTUNE_F16, 32, 8192, 1024}, "gemv_rows32_warps4_unroll4_split1_mtiles4", 11.066f, 15.461f},
@@ -177,7 +178,7 @@ static const ktune_row ktune_matmul_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_F16, 32, 12288, 4096}, "mma_bm64_bn64_bk64_wm2_wn2_stages3_split2", 46.586f, 70.688f},
     {{KTUNE_F16, 32, 15360, 5120}, "mma_bm64_bn128_bk64_wm2_wn4_stages3_split2", 68.597f, 112.720f},
     {{KTUNE_F16, 32, 16032, 8192}, "mma_bm64_bn128_bk64_wm2_wn4_stages3_split2", 108.320f, 172.352f},
-    {{KTUNE_F16, 32, 16160, 7168}, "mma_bm64_bn64_bk64_wm2_wn2_stages3_split2", 95.008f, 154.112f},
+    {{KTUNE_F16, 32, 16160, 7168}, "mma_bm64_bn128_bk64_wm2_wn4_stages3_split2", 93.547f, 153.472f},
     {{KTUNE_F16, 32, 22016, 4096}, "mma_bm64_bn64_bk64_wm2_wn2_stages3_split1", 79.285f, 125.440f},
     {{KTUNE_F16, 32, 27648, 5120}, "mma_bm64_bn128_bk64_wm2_wn4_stages3_split1", 113.440f, 188.480f},
     {{KTUNE_F16, 32, 28672, 4096}, "mma_bm64_bn128_bk64_wm2_wn4_stages3_split1", 97.008f, 157.776f},
@@ -427,12 +428,12 @@ static const ktune_row ktune_matmul_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_BF16, 8, 4096, 14336}, "gemv_rows16_warps8_unroll4_split1_mtiles1", 48.390f, 48.390f},
     {{KTUNE_BF16, 8, 4608, 7168}, "gemv_rows16_warps8_unroll4_split1_mtiles1", 28.846f, 28.846f},
     {{KTUNE_BF16, 8, 5120, 5120}, "gemv_rows16_warps8_unroll4_split1_mtiles1", 23.605f, 23.605f},
-    {{KTUNE_BF16, 8, 5120, 13824}, "gemv_rows16_warps4_unroll4_split1_mtiles1", 58.144f, 59.728f},
+    {{KTUNE_BF16, 8, 5120, 13824}, "gemv_rows16_warps8_unroll4_split1_mtiles1", 56.608f, 56.608f},
     {{KTUNE_BF16, 8, 6144, 4096}, "gemv_rows16_warps8_unroll4_split1_mtiles1", 22.093f, 22.093f},
     {{KTUNE_BF16, 8, 7168, 256}, "gemv_rows16_warps4_unroll4_split1_mtiles1", 3.908f, 5.167f},
     {{KTUNE_BF16, 8, 7168, 2048}, "gemv_rows32_warps8_unroll4_split1_mtiles1", 14.064f, 14.796f},
     {{KTUNE_BF16, 8, 7168, 2304}, "gemv_rows32_warps8_unroll4_split1_mtiles1", 15.918f, 17.585f},
-    {{KTUNE_BF16, 8, 7168, 8192}, "gemv_rows16_warps4_unroll4_split1_mtiles1", 48.198f, 54.240f},
+    {{KTUNE_BF16, 8, 7168, 8192}, "gemv_rows16_warps8_unroll8_split1_mtiles1", 46.413f, 51.053f},
     {{KTUNE_BF16, 8, 8192, 1024}, "gemv_rows32_warps8_unroll4_split1_mtiles1", 8.696f, 9.085f},
     {{KTUNE_BF16, 8, 8192, 3584}, "gemv_rows16_warps8_unroll8_split1_mtiles1", 25.124f, 26.336f},
     {{KTUNE_BF16, 8, 12288, 4096}, "gemv_rows16_warps8_unroll8_split1_mtiles1", 41.024f, 41.830f},
@@ -463,7 +464,7 @@ static const ktune_row ktune_matmul_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_BF16, 16, 7168, 2304}, "gemv_rows16_warps4_unroll4_split1_mtiles2", 17.015f, 17.923f},
     {{KTUNE_BF16, 16, 7168, 8192}, "gemv_rows16_warps8_unroll4_split1_mtiles2", 49.363f, 49.363f},
     {{KTUNE_BF16, 16, 8192, 1024}, "gemv_rows16_warps4_unroll4_split1_mtiles2", 9.642f, 10.062f},
-    {{KTUNE_BF16, 16, 8192, 3584}, "gemv_rows16_warps8_unroll4_split1_mtiles2", 26.807f, 26.807f},
+    {{KTUNE_BF16, 16, 8192, 3584}, "gemv_rows16_warps4_unroll4_split1_mtiles2", 25.676f, 25.943f},
     {{KTUNE_BF16, 16, 12288, 4096}, "gemv_rows16_warps8_unroll4_split1_mtiles2", 42.528f, 42.528f},
     {{KTUNE_BF16, 16, 15360, 5120}, "gemv_rows16_warps8_unroll4_split1_mtiles2", 63.760f, 63.760f},
     {{KTUNE_BF16, 16, 16032, 8192}, "gemv_rows16_warps8_unroll4_split1_mtiles2", 102.859f, 102.859f},
