@@ -97,6 +97,8 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
     ktune_buf csv = {0};
     int rc = -1;
     char path[4096], vendor[64] = "";
+    if (s->nvariants > 64)
+        return ktune_fail(err, "bench: %s has more than 64 variants", s->family);
     if (open_device_registry(s, registry_dir, wopts, &w, &reg, path, sizeof path, err))
         return -1;
     int64_t limits[KTUNE_NLIMITS];
