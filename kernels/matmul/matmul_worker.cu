@@ -12,6 +12,7 @@
 
 #include "matmul_instance.cuh"
 #include "worker.h"
+#include "worker_check.cuh"
 
 extern "C" {
 extern const ktune_instance ktune_matmul_candidates[];
@@ -38,15 +39,7 @@ struct state {
 cublasHandle_t handle;
 void *cublas_workspace;
 
-__device__ __forceinline__ uint32_t hash(uint64_t v)
-{
-    v ^= v >> 33;
-    v *= 0xff51afd7ed558ccdULL;
-    v ^= v >> 33;
-    v *= 0xc4ceb9fe1a85ec53ULL;
-    v ^= v >> 33;
-    return (uint32_t)v;
-}
+using ktune_worker_check::hash;
 
 template <typename T> __global__ void fill(T *x, int64_t count, uint64_t seed)
 {
@@ -56,19 +49,7 @@ template <typename T> __global__ void fill(T *x, int64_t count, uint64_t seed)
                                             1.f);
 }
 
-template <typename T>
-__global__ void compare(const T *c, const float *ref, int64_t count, float atol, float rtol,
-                        unsigned long long *bad)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const float got = (float)c[i], want = ref[i];
-        if (!(fabsf(got - want) <= atol + rtol * fabsf(want))) {
-            atomicAdd(&bad[0], 1ULL);
-            atomicMin(&bad[1], (unsigned long long)i);
-        }
-    }
-}
+using ktune_worker_check::compare;
 
 cudaDataType_t cuda_type(int dtype) { return dtype == KTUNE_BF16 ? CUDA_R_16BF : CUDA_R_16F; }
 
@@ -191,11 +172,10 @@ cudaError_t launch(int instance, int set, cudaStream_t stream)
 
 cudaError_t check(int instance, cudaStream_t stream, int *ok, char *detail, size_t size)
 {
-    const unsigned long long init[2] = {0, ~0ULL};
     const size_t cbytes = (size_t)(st.m * st.n * 2);
     cudaError_t e = cudaMemsetAsync(st.c[0], 0xff, cbytes, stream); /* NaN in both dtypes */
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(st.bad, init, sizeof init, cudaMemcpyHostToDevice, stream);
+        e = ktune_worker_check::start(st.bad, stream);
     if (e == cudaSuccess)
         e = launch(instance, 0, stream);
     if (e != cudaSuccess)
@@ -207,18 +187,7 @@ cudaError_t check(int instance, cudaStream_t stream, int *ok, char *detail, size
     else
         compare<<<1024, 256, 0, stream>>>((const __nv_bfloat16 *)st.c[0], st.ref, st.m * st.n,
                                           atol, 1.f / 128, st.bad);
-    unsigned long long bad[2];
-    e = cudaMemcpyAsync(bad, st.bad, sizeof bad, cudaMemcpyDeviceToHost, stream);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(stream);
-    if (e != cudaSuccess)
-        return e;
-    *ok = bad[0] == 0;
-    if (!*ok)
-        snprintf(detail, size, "%llu of %lld elements out of tolerance; first at row %lld col %lld",
-                 bad[0], (long long)(st.m * st.n), (long long)(bad[1] / st.n),
-                 (long long)(bad[1] % st.n));
-    return cudaSuccess;
+    return ktune_worker_check::finish(st.bad, st.m, st.n, stream, ok, detail, size);
 }
 
 cudaError_t copy(int set, cudaStream_t stream)

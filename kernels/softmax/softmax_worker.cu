@@ -8,6 +8,7 @@
 
 #include "softmax_instance.cuh"
 #include "worker.h"
+#include "worker_check.cuh"
 
 extern "C" {
 extern const ktune_instance ktune_softmax_candidates[];
@@ -32,15 +33,7 @@ struct state {
     unsigned long long *bad = nullptr; /* [0] count, [1] first index */
 } st;
 
-__device__ __forceinline__ uint32_t hash(uint64_t v)
-{
-    v ^= v >> 33;
-    v *= 0xff51afd7ed558ccdULL;
-    v ^= v >> 33;
-    v *= 0xc4ceb9fe1a85ec53ULL;
-    v ^= v >> 33;
-    return (uint32_t)v;
-}
+using ktune_worker_check::hash;
 
 template <typename T> __global__ void fill(T *x, int64_t n, uint64_t seed)
 {
@@ -81,19 +74,7 @@ template <typename T> __global__ void reference(const T *x, float *ref, int64_t 
         rr[c] = (float)(exp((double)to_float(xr[c]) - m) / sum);
 }
 
-template <typename T>
-__global__ void compare(const T *y, const float *ref, int64_t n, float atol, float rtol,
-                        unsigned long long *bad)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const float got = to_float(y[i]), want = ref[i];
-        if (!(fabsf(got - want) <= atol + rtol * fabsf(want))) {
-            atomicAdd(&bad[0], 1ULL);
-            atomicMin(&bad[1], (unsigned long long)i);
-        }
-    }
-}
+using ktune_worker_check::compare;
 
 template <typename T> struct typed {
     static void fill_all(uint64_t seed)
@@ -176,10 +157,9 @@ cudaError_t launch(int instance, int set, cudaStream_t stream)
 
 cudaError_t check(int instance, cudaStream_t stream, int *ok, char *detail, size_t size)
 {
-    const unsigned long long init[2] = {0, ~0ULL};
     cudaError_t e = cudaMemsetAsync(st.y[0], 0xff, st.bytes, stream); /* NaN in every dtype */
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(st.bad, init, sizeof init, cudaMemcpyHostToDevice, stream);
+        e = ktune_worker_check::start(st.bad, stream);
     if (e == cudaSuccess)
         e = launch(instance, 0, stream);
     if (e != cudaSuccess)
@@ -191,18 +171,7 @@ cudaError_t check(int instance, cudaStream_t stream, int *ok, char *detail, size
         typed<__half>::compare_all(atol[1], rtol[1], stream);
     else
         typed<__nv_bfloat16>::compare_all(atol[2], rtol[2], stream);
-    unsigned long long bad[2];
-    e = cudaMemcpyAsync(bad, st.bad, sizeof bad, cudaMemcpyDeviceToHost, stream);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(stream);
-    if (e != cudaSuccess)
-        return e;
-    *ok = bad[0] == 0;
-    if (!*ok)
-        snprintf(detail, size, "%llu of %lld elements out of tolerance; first at row %lld col %lld",
-                 bad[0], (long long)(st.rows * st.cols), (long long)(bad[1] / st.cols),
-                 (long long)(bad[1] % st.cols));
-    return cudaSuccess;
+    return ktune_worker_check::finish(st.bad, st.rows, st.cols, stream, ok, detail, size);
 }
 
 cudaError_t copy(int set, cudaStream_t stream)

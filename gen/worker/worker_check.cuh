@@ -1,0 +1,62 @@
+/* What the families' workers share to check a candidate: inputs from a hash, a comparison with
+ * an fp32 reference that counts the misses and keeps the first, and the line that reports them. */
+#pragma once
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+
+namespace ktune_worker_check {
+
+__device__ __forceinline__ uint32_t hash(uint64_t v)
+{
+    v ^= v >> 33;
+    v *= 0xff51afd7ed558ccdULL;
+    v ^= v >> 33;
+    v *= 0xc4ceb9fe1a85ec53ULL;
+    v ^= v >> 33;
+    return (uint32_t)v;
+}
+
+/* bad[0] += the elements with |y - ref| > atol + rtol * |ref| (NaN included); bad[1] = the
+ * first of them. */
+template <typename T>
+__global__ void compare(const T *y, const float *ref, int64_t n, float atol, float rtol,
+                        unsigned long long *bad)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const float got = static_cast<float>(y[i]), want = ref[i];
+        if (!(fabsf(got - want) <= atol + rtol * fabsf(want))) {
+            atomicAdd(&bad[0], 1ULL);
+            atomicMin(&bad[1], (unsigned long long)i);
+        }
+    }
+}
+
+/* Resets the counters of compare. */
+inline cudaError_t start(unsigned long long *bad, cudaStream_t stream)
+{
+    static const unsigned long long init[2] = {0, ~0ULL};
+    return cudaMemcpyAsync(bad, init, sizeof init, cudaMemcpyHostToDevice, stream);
+}
+
+/* Waits for the comparison of a rows x cols result; *ok, and the detail line when not ok. */
+inline cudaError_t finish(const unsigned long long *bad, int64_t rows, int64_t cols,
+                          cudaStream_t stream, int *ok, char *detail, size_t size)
+{
+    unsigned long long host[2];
+    cudaError_t e = cudaMemcpyAsync(host, bad, sizeof host, cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(stream);
+    if (e != cudaSuccess)
+        return e;
+    *ok = host[0] == 0;
+    if (!*ok)
+        snprintf(detail, size, "%llu of %lld elements out of tolerance; first at row %lld col %lld",
+                 host[0], (long long)(rows * cols), (long long)(host[1] / cols),
+                 (long long)(host[1] % cols));
+    return cudaSuccess;
+}
+
+} // namespace ktune_worker_check
