@@ -115,6 +115,7 @@ int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_p
         e.spread = win->spread;
         e.default_us = def ? def->us : win->us;
         /* the next few, then the fastest of each variant not yet named */
+        const int win_variant = config_variant(s, win->config);
         for (int j = i, top = 0; j < i + rows[i].of && j < nrows && e.nrunner_ups < KTUNE_RUNNER_UPS;
              j++) {
             if (&rows[j] == win)
@@ -123,7 +124,7 @@ int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_p
                 top++;
             } else {
                 const int variant = config_variant(s, rows[j].config);
-                int named = config_variant(s, win->config) == variant;
+                int named = win_variant == variant;
                 for (int q = 0; q < e.nrunner_ups; q++)
                     named |= config_variant(s, e.runner_ups[q].config) == variant;
                 if (named)

@@ -1,5 +1,6 @@
-/* What the families' workers share to check a candidate: inputs from a hash, a comparison with
- * an fp32 reference that counts the misses and keeps the first, and the line that reports them. */
+/* What the families' workers share to prepare and check a candidate: how many input sets keep
+ * the working set beyond L2, inputs from a hash, a comparison with an fp32 reference that counts
+ * the misses and keeps the first, and the line that reports them. */
 #pragma once
 
 #include <cuda_runtime.h>
@@ -7,6 +8,14 @@
 #include <stdio.h>
 
 namespace ktune_worker_check {
+
+/* Input sets a family rotates through so that one round of them is at least 3x the L2, each
+ * set_bytes big: at least 1, at most max_sets. */
+inline int rotating_sets(int64_t set_bytes, int64_t l2_bytes, int max_sets)
+{
+    const int64_t want = (3 * l2_bytes + set_bytes - 1) / set_bytes;
+    return (int)(want < 1 ? 1 : want > max_sets ? max_sets : want);
+}
 
 __device__ __forceinline__ uint32_t hash(uint64_t v)
 {

@@ -93,7 +93,6 @@ __global__ void __launch_bounds__(WM *WN * 32)
     const int gsize = min(tiles_m - first, GROUP_M);
     const int tm = first + (pid % per_group) % gsize, tn = (pid % per_group) / gsize;
     const int64_t m0 = (int64_t)tm * BM, n0 = (int64_t)tn * BN;
-    (void)tiles_n;
 
     const int split = SPLIT > 1 ? (int)cg::this_cluster().block_rank() : 0;
     const int64_t ktiles = (k + BK - 1) / BK;

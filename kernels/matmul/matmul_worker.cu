@@ -8,8 +8,6 @@
 #include <math.h>
 #include <stdio.h>
 
-#include <algorithm>
-
 #include "matmul_instance.cuh"
 #include "worker.h"
 #include "worker_check.cuh"
@@ -112,10 +110,8 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
     st.k = key[3];
     const size_t abytes = (size_t)(st.m * st.k * 2), wbytes = (size_t)(st.n * st.k * 2),
                  cbytes = (size_t)(st.m * st.n * 2);
-    const int64_t per_set = (int64_t)(abytes + wbytes + cbytes);
-    /* enough sets that one round through them is at least 3x the L2 */
-    const int64_t want = (3 * l2_bytes + per_set - 1) / per_set;
-    const int sets = (int)std::min<int64_t>(std::max<int64_t>(want, 1), max_sets);
+    const int sets = ktune_worker_check::rotating_sets((int64_t)(abytes + wbytes + cbytes), l2_bytes,
+                                                       max_sets);
     cudaError_t e = st.dtype == KTUNE_F16 || st.dtype == KTUNE_BF16 ? ensure_cublas(0)
                                                                      : cudaErrorInvalidValue;
     for (int s = 0; s < sets && e == cudaSuccess; s++) {

@@ -3,7 +3,6 @@
  * Reference: fp64 softmax of the same (already rounded) inputs. A result passes when
  * |y - ref| <= atol + rtol * |ref| for every element: f32 1e-6 + 1e-4, f16 2e-5 + 2e-3,
  * bf16 1e-4 + 1.6e-2 (a few units in the last place of each format). NaN never passes. */
-#include <algorithm>
 #include <stdio.h>
 
 #include "softmax_instance.cuh"
@@ -110,10 +109,8 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
     st.rows = key[1];
     st.cols = key[2];
     st.bytes = (size_t)st.rows * (size_t)st.cols * elem_bytes(st.dtype);
-    /* enough input/output sets that one round through them is at least 3x the L2 */
-    int64_t want = (3 * l2_bytes + 2 * (int64_t)st.bytes - 1) / (2 * (int64_t)st.bytes);
     st.sets = 0;
-    int sets = (int)std::min<int64_t>(std::max<int64_t>(want, 1), max_sets);
+    int sets = ktune_worker_check::rotating_sets(2 * (int64_t)st.bytes, l2_bytes, max_sets);
     cudaError_t e = cudaSuccess;
     for (int s = 0; s < sets && e == cudaSuccess; s++) {
         e = cudaMalloc(&st.x[s], st.bytes);

@@ -11,6 +11,7 @@
 
 #include <vector>
 
+#include "cuda_check.h"
 #include "device.h"
 #include "ktune/ktune.h"
 #include "matmul_instance.cuh"
@@ -21,15 +22,6 @@ extern "C" {
 extern const ktune_instance ktune_matmul_candidates[];
 extern const int ktune_matmul_candidates_count;
 }
-
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static uint16_t to_bits(float v, int dtype)
 {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <vector>
 
+#include "cuda_check.h"
 #include "device.h"
 #include "ktune/ktune.h"
 #include "select.h"
@@ -18,15 +19,6 @@ extern "C" {
 extern const ktune_instance ktune_softmax_candidates[];
 extern const int ktune_softmax_candidates_count;
 }
-
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static size_t esize(int dtype) { return dtype == KTUNE_F32 ? 4 : 2; }
 
