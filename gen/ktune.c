@@ -34,11 +34,19 @@ static const char usage_text[] =
     "  sweep <family>    measure every config of the space on every shape (GPU)\n"
     "      --run DIR             run folder (default ktune-runs/<family>-<UTC time>); re-run the\n"
     "                            same command to resume an interrupted sweep\n"
-    "      --samples N           timed samples a measurement (7)\n"
+    "      --search staged       screen every config with short samples, then re-measure the\n"
+    "                            best few precisely, interleaved (the default)\n"
+    "      --search exhaustive   measure every config precisely, then re-measure the best few\n"
+    "      --samples N           timed samples a precise measurement (7)\n"
     "      --min-sample-us U     shortest sample; launches are repeated to reach it (200)\n"
-    "      --warmup-us U         warm-up before timing (200)\n"
+    "      --screen-samples N    timed samples a config in a staged search's screen (3)\n"
+    "      --screen-min-sample-us U\n"
+    "                            shortest sample of the screen (50)\n"
+    "      --warmup-us U         warm-up before timing a config (50)\n"
     "      --config-timeout S    a config answering later is killed and recorded timeout (10)\n"
-    "      --top N               best configs a shape re-measured interleaved at the end (3)\n"
+    "      --top N               best configs a shape re-measured interleaved at the end (staged\n"
+    "                            6, exhaustive 3), with the best of every other variant, the\n"
+    "                            default and the committed config\n"
     "      --seed N              try each shape's configs in an order shuffled by N (0: declared\n"
     "                            order); the same N gives the same order, also on resume\n"
     "      --max-configs-without-improvement N\n"
@@ -93,12 +101,12 @@ typedef struct {
     const char *positionals[64];
     int npositionals;
     const char *space, *spaces_dir, *registry_dir, *templates, *m4, *worker;
-    const char *run, *out, *source_rev, *gpus, *model, *crossover, *plot, *where;
+    const char *run, *out, *source_rev, *gpus, *model, *crossover, *plot, *where, *search;
     int tp_size;
     int argc;
     char **argv;
-    int samples, top, gpu, shards, seed, patience, shard, shard_count;
-    double min_sample_us, warmup_us, config_timeout, threshold, shape_budget, run_budget;
+    int samples, screen_samples, top, gpu, shards, seed, patience, shard, shard_count;
+    double min_sample_us, screen_min_sample_us, warmup_us, config_timeout, threshold, shape_budget, run_budget;
     int apply, verbose, force, check, list, library_all;
     char command_line[2048];
 } options;
@@ -141,11 +149,13 @@ static int parse_options(int argc, char **argv, options *o)
     o->registry_dir = KTUNE_SOURCE_DIR "/generated";
     o->templates = KTUNE_SOURCE_DIR "/gen/templates";
     o->m4 = KTUNE_M4;
+    o->search = "staged";
     o->samples = 7;
-    o->top = 3;
+    o->screen_samples = 3;
     o->shards = 4;
     o->min_sample_us = 200;
-    o->warmup_us = 200;
+    o->screen_min_sample_us = 50;
+    o->warmup_us = 50;
     o->config_timeout = 10;
     o->threshold = 5;
     o->shard_count = 1;
@@ -187,7 +197,8 @@ static int parse_options(int argc, char **argv, options *o)
             "--run", "--out", "--source-rev", "--samples", "--top", "--gpu", "--shards",
             "--min-sample-us", "--warmup-us", "--config-timeout", "--threshold", "--seed",
             "--max-configs-without-improvement", "--shard", "--shape-budget", "--budget", "--gpus",
-            "--model", "--tp-size", "--crossover", "--plot", "--where", NULL};
+            "--model", "--tp-size", "--crossover", "--plot", "--where", "--search", "--screen-samples",
+            "--screen-min-sample-us", NULL};
         int known = 0;
         for (const char *const *k = valued; *k && !known; k++)
             known = strcmp(*k, a) == 0;
@@ -223,6 +234,14 @@ static int parse_options(int argc, char **argv, options *o)
             o->plot = v;
         else if (strcmp(a, "--where") == 0)
             o->where = v;
+        else if (strcmp(a, "--search") == 0) {
+            if (strcmp(v, "staged") != 0 && strcmp(v, "exhaustive") != 0)
+                return usage_error("--search: '%s' is neither staged nor exhaustive", v);
+            o->search = v;
+        } else if (strcmp(a, "--screen-samples") == 0)
+            rc = parse_int_arg(a, v, 1, 1000, &o->screen_samples);
+        else if (strcmp(a, "--screen-min-sample-us") == 0)
+            rc = parse_double_arg(a, v, 1, &o->screen_min_sample_us);
         else if (strcmp(a, "--tp-size") == 0)
             rc = parse_int_arg(a, v, 1, 1024, &o->tp_size);
         else if (strcmp(a, "--samples") == 0)
@@ -300,7 +319,7 @@ static void default_worker(const options *o, const ktune_space *s, char *out, si
 
 static ktune_worker_opts worker_opts(const options *o, const char *program)
 {
-    ktune_worker_opts w = {program, o->samples, o->min_sample_us, o->warmup_us, o->gpu, NULL};
+    ktune_worker_opts w = {program, o->samples, o->min_sample_us, 0, 0, o->warmup_us, o->gpu, NULL};
     return w;
 }
 
@@ -630,11 +649,18 @@ static int cmd_sweep(const options *o, const ktune_space *s)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    int staged = strcmp(o->search, "staged") == 0;
+    ktune_worker_opts w = worker_opts(o, worker);
+    if (staged) {
+        w.screen_samples = o->screen_samples;
+        w.screen_min_sample_us = o->screen_min_sample_us;
+    }
     ktune_sweep_opts so = {s,
                            run,
-                           worker_opts(o, worker),
+                           w,
+                           staged,
                            o->config_timeout,
-                           o->top,
+                           o->top ? o->top : staged ? 6 : 3,
                            o->registry_dir,
                            o->command_line,
                            rev,

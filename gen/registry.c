@@ -58,7 +58,8 @@ static int load_run(const char *file, const ktune_node *n, ktune_run_info *run, 
     static const char *const allowed[] = {
         "id",   "name", "family", "device", "sms", "cc", "driver", "cuda", "source", "date",
         "command", "flags", "cuda_driver_api", "l2_bytes", "smem_per_block", "samples",
-        "min_sample_us", "config_timeout_s", "seed", "patience", "shard", "gpu_state_start", NULL};
+        "min_sample_us", "config_timeout_s", "seed", "patience", "shard", "gpu_state_start",
+        "search", "screen_samples", "screen_min_sample_us", "warmup_us", NULL};
     if (ktune_expect(file, n, KTUNE_NODE_MAP, "a run", err) ||
         ktune_expect_keys(file, n, allowed, NULL, err))
         return -1;
@@ -74,6 +75,10 @@ static int load_run(const char *file, const ktune_node *n, ktune_run_info *run, 
                      text_field(file, n, "device", run->device, sizeof run->device, err) ||
                      int_field(file, n, "sms", 1, 100000, &run->sms, err) ||
                      int_field(file, n, "cc", 10, 1000, &run->cc, err)))
+        return -1;
+    snprintf(run->search, sizeof run->search, "exhaustive");
+    if (!with_id && ktune_map_get(n, "search") &&
+        text_field(file, n, "search", run->search, sizeof run->search, err))
         return -1;
     return 0;
 }

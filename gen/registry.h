@@ -30,6 +30,7 @@ typedef struct {
     char device[256];
     int sms, cc;
     char driver[64], cuda[64], source[64], date[32];
+    char search[16]; /* meta.yaml only: staged or exhaustive (runs that predate it: exhaustive) */
 } ktune_run_info;
 
 typedef struct {

@@ -1,6 +1,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "sweep.h"
 
+#include "apply.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,6 +241,10 @@ static int write_meta(const ktune_sweep_opts *o, const ktune_worker_device *d, k
             (strcmp(old.device, d->name) != 0 || old.sms != d->sms))
             return ktune_fail(err, "%s: the run was made on %s (%d SMs), this is %s (%d SMs)",
                               o->run_dir, old.device, old.sms, d->name, d->sms);
+        if (ktune_run_info_load(path, &old, &ignored) == 0 &&
+            strcmp(old.search, o->staged ? "staged" : "exhaustive") != 0)
+            return ktune_fail(err, "%s: the run was made with --search %s; resume it with the "
+                              "same command", o->run_dir, old.search);
         return 0; /* resuming: keep the first metadata */
     }
     char driver[64] = "unknown";
@@ -278,8 +284,13 @@ static int write_meta(const ktune_sweep_opts *o, const ktune_worker_device *d, k
     ktune_buf_printf(&b, "cuda_driver_api: \"%s\"\nl2_bytes: %lld\nsmem_per_block: %lld\n",
                      d->driver_api, (long long)d->l2_bytes, (long long)d->smem_per_block);
     ktune_buf_printf(&b, "flags: \"%s\"\ncommand: \"%s\"\n", flags, command);
-    ktune_buf_printf(&b, "samples: %d\nmin_sample_us: %g\nconfig_timeout_s: %g\n",
-                     o->worker.samples, o->worker.min_sample_us, o->config_timeout_s);
+    ktune_buf_printf(&b, "search: \"%s\"\n", o->staged ? "staged" : "exhaustive");
+    if (o->staged)
+        ktune_buf_printf(&b, "screen_samples: %d\nscreen_min_sample_us: %g\n",
+                         o->worker.screen_samples, o->worker.screen_min_sample_us);
+    ktune_buf_printf(&b, "samples: %d\nmin_sample_us: %g\nwarmup_us: %g\nconfig_timeout_s: %g\n",
+                     o->worker.samples, o->worker.min_sample_us, o->worker.warmup_us,
+                     o->config_timeout_s);
     ktune_buf_printf(&b, "seed: %u\npatience: %d\nshard: \"%d/%d\"\n", o->seed, o->patience,
                      o->shard, o->shards);
     char state[256];
@@ -408,6 +419,19 @@ static int final_round(const ktune_sweep_opts *o, const ktune_registry *committe
         }
     }
     qsort(picks, (size_t)n, sizeof *picks, pick_cmp);
+    /* The configs within the noise of the fastest in this round (the larger of KTUNE_NOISE_FLOOR
+     * and twice the larger spread) tie with it, and a tie goes to the first declared: where the
+     * measurements cannot tell configs apart, a re-run or a resumed run picks the same one.
+     * (Apply then keeps a committed config or the default that the winner does not beat.) */
+    int win = 0;
+    for (int i = 1; i < n; i++) {
+        double noise = fmax(KTUNE_NOISE_FLOOR, 2 * fmax(picks[0].spread, picks[i].spread));
+        if (picks[i].config < picks[win].config && picks[i].us <= picks[0].us * (1 + noise))
+            win = i;
+    }
+    final_pick first = picks[win];
+    memmove(picks + 1, picks, sizeof *picks * (size_t)win);
+    picks[0] = first;
     for (int i = 0; i < n; i++) {
         snprintf(line, sizeof line, "%s,%s,%d,%d,%.4f,%.5f,%d,%d\n", keytext,
                  s->configs[picks[i].config].name, i + 1, n, picks[i].us, picks[i].spread,
@@ -415,6 +439,39 @@ static int final_round(const ktune_sweep_opts *o, const ktune_registry *committe
         journal_write(final, line);
     }
     return 0;
+}
+
+/* Where the workers' time went, as the S request reports it (seconds): in timed samples,
+ * preparing inputs, checks, warm-up and calibration, graphs, flushes and synchronization. */
+#define KTUNE_NSPENT 6
+typedef struct {
+    double total[KTUNE_NSPENT], last[KTUNE_NSPENT];
+    int last_restarts, answered;
+} spent_tally;
+
+/* Adds what the worker spent since the last ask (since it started, when it was restarted). */
+static void spent_update(ktune_worker *w, spent_tally *t, int *interrupted)
+{
+    char reply[512];
+    ktune_reply_kind kind;
+    ktune_err ignored;
+    double v[KTUNE_NSPENT];
+    if (ktune_worker_request(w, "S 0", 10, reply, sizeof reply, &kind, &ignored))
+        return;
+    if (kind == KTUNE_REPLY_INTERRUPTED)
+        *interrupted = 1;
+    if (kind != KTUNE_REPLY_OK || sscanf(reply, "R %*d ok %lf %lf %lf %lf %lf %lf", &v[0], &v[1],
+                                         &v[2], &v[3], &v[4], &v[5]) != KTUNE_NSPENT)
+        return;
+    if (w->restarts != t->last_restarts) {
+        memset(t->last, 0, sizeof t->last);
+        t->last_restarts = w->restarts;
+    }
+    for (int i = 0; i < KTUNE_NSPENT; i++) {
+        t->total[i] += v[i] - t->last[i];
+        t->last[i] = v[i];
+    }
+    t->answered = 1;
 }
 
 static void progress(int tty, int done, int total, const char *keytext, const char *best,
@@ -493,6 +550,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
         journal_write(final, "key,config,rank,of,us,spread,is_default,is_committed\n");
 
     int tty = isatty(2) && !getenv("KTUNE_PLAIN_PROGRESS");
+    spent_tally spent = {{0}, {0}, w.restarts, 0};
     int counts[ST_COUNT] = {0};
     int measured = 0, todo = 0, skipped = 0, noisy = 0;
     order = malloc(sizeof *order * (size_t)(s->nconfigs ? s->nconfigs : 1));
@@ -595,6 +653,8 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
         if (!complete &&
             final_round(o, committed, &w, key, row, limits, final, &interrupted, err))
             goto cleanup;
+        if (!interrupted)
+            spent_update(&w, &spent, &interrupted);
         double elapsed = now_s() - measure_start;
         double eta = measured > 0 ? elapsed / measured * (todo - measured) : -1;
         progress(tty, si + 1, s->nshapes, keytext, best >= 0 ? s->configs[best].name : "-",
@@ -635,6 +695,19 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                      counts[ST_OK],
                      counts[ST_INVALID], counts[ST_WRONG], counts[ST_FAILED], counts[ST_TIMEOUT],
                      skipped, w.restarts, now_s() - start, tuned ? exp(log_gain / tuned) : 1.0);
+    if (spent.answered) {
+        const double wall = now_s() - start, *t = spent.total;
+        double rest = wall;
+        for (int i = 0; i < KTUNE_NSPENT; i++)
+            rest -= t[i];
+        ktune_buf_printf(&summary,
+                         "ktune: %.1f s of the %.1f s in timed samples: sweep overhead %.1f%%; "
+                         "besides: inputs %.1f s, checks %.1f s, warm-up %.1f s, graphs %.1f s, "
+                         "L2 flushes and syncs %.1f s, the rest (worker starts, requests, "
+                         "invalid configs) %.1f s\n",
+                         t[0], wall, wall > 0 ? 100 * (wall - t[0]) / wall : 0.0, t[1], t[2],
+                         t[3], t[4], t[5], rest);
+    }
     if (noisy)
         ktune_buf_printf(&summary,
                          "ktune: warning: %d measurements spread more than %.0f%% (MAD/median): "

@@ -1,6 +1,8 @@
 /* The sweep: every config of a space on every shape, each verified then timed in a worker
  * process, journaled so that a re-run of the same command resumes; then the best few of each
- * shape re-measured interleaved with the default and the committed config. */
+ * shape re-measured interleaved with the default and the committed config. A staged search
+ * screens with short samples and leaves the precision to that final round; an exhaustive one
+ * times every config precisely. */
 #ifndef KTUNE_GEN_SWEEP_H
 #define KTUNE_GEN_SWEEP_H
 
@@ -10,7 +12,8 @@
 typedef struct {
     const ktune_space *space;
     const char *run_dir;
-    ktune_worker_opts worker;
+    ktune_worker_opts worker; /* staged: its screen settings time the single trials */
+    int staged;
     double config_timeout_s;
     int top;                         /* configs a shape re-measured at the end */
     const char *registry_dir; /* the committed entries of the device join each final round */

@@ -10,8 +10,10 @@
 
 typedef struct {
     const char *program;
-    int samples;
+    int samples;          /* the precise measurements': interleaved rounds, bench */
     double min_sample_us;
+    int screen_samples;   /* a single trial's; 0: as precise */
+    double screen_min_sample_us;
     double warmup_us;
     int device;
     const char *log_path; /* the worker's stderr is appended here; NULL: inherit */

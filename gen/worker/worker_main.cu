@@ -1,12 +1,17 @@
 /* A sweep worker: reads requests on stdin, measures on the GPU, answers on stdout.
  *
- *   T <id> <config> <key...>            verify, then time one configuration
+ *   T <id> <config> <key...>            verify, then time one configuration (the screen's
+ *                                       samples, which a staged search keeps short)
  *   M <id> <key...> <config>...         time several configurations interleaved (A B C A B C ...)
  *   B <id> <key...> <tuned> <default>   bench: tuned, default, a copy of the same bytes, the copy
  *                                       ceiling (GB/s), the bytes one launch moves, and (0 where
  *                                       the family has none) the vendor library, the FLOPs of
  *                                       one launch, the vendor's FLOP/s on the ceiling key and
  *                                       the vendor's name (-)
+ *   S <id>                              where this worker's time went since it started: in
+ *                                       timed samples, preparing inputs, checks, warm-up and
+ *                                       calibration, building graphs, flushes and
+ *                                       synchronization around the samples (seconds each)
  *   Q                                   quit
  *
  * Answers: "H <sms> <cc> <max_threads> <smem_per_block> <l2_bytes> <driver> <runtime> <name>"
@@ -19,18 +24,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <vector>
 
 #include "worker.h"
 
 namespace {
 
+struct precision {
+    int samples;
+    double min_sample_us;
+};
+
 struct settings {
-    int samples = 7;
-    double min_sample_us = 200;
+    precision precise = {7, 200}; /* interleaved rounds, the bench, the ceilings */
+    precision screen = {0, 0};    /* single trials; a 0 field: as precise */
     double warmup_us = 200;
     int device = 0;
 } opt;
+
+/* Where the worker's time went (seconds of host time, except timed: the samples' event time). */
+struct accounts {
+    double timed, prepare, check, warmup, graph, around_samples;
+} spent;
 
 struct measurement {
     double median_us = 0, spread = 0;
@@ -77,6 +93,13 @@ void fail(long id, const char *what, cudaError_t e)
         exit(3);
 }
 
+double now_s()
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 /* Device time of what body enqueues on the stream, by events around it. */
 template <typename Body> cudaError_t time_events(Body body, double *us)
 {
@@ -111,23 +134,38 @@ template <typename Run> cudaError_t time_batch(Run run, int count, int first, do
         us);
 }
 
-/* Launches a sample must hold to last min_sample_us, found from a warm-up. */
-template <typename Run> cudaError_t calibrate(Run run, int *per_sample)
+/* Launches a sample must hold to last min_sample_us: one launch (the check ran the code once
+ * already), then, unless that one lasted warmup_us, a batch lasting about warmup_us, which warms
+ * the clocks and gives the time of a launch among others. When a sample holds more launches than
+ * there are input sets it holds whole rounds of them, so that every set is as long out of use as
+ * the others. */
+template <typename Run> cudaError_t calibrate(Run run, double min_sample_us, int *per_sample)
 {
-    double total = 0, us = 0;
-    int count = 0;
-    for (int batch = 1; total < opt.warmup_us || count < 2; batch *= 2) {
-        cudaError_t e = time_batch(run, batch, count, &us);
-        if (e != cudaSuccess)
-            return e;
-        total += us;
-        count += batch;
-        if (batch >= 4096)
-            break;
+    double each = 0;
+    cudaError_t e = time_batch(run, 1, 0, &each);
+    if (e == cudaSuccess && each < opt.warmup_us) {
+        int batch = (int)std::min(4096.0, ceil(opt.warmup_us / std::max(each, 0.01)));
+        double batch_us = 0;
+        e = time_batch(run, batch, 1, &batch_us);
+        each = batch_us / batch;
     }
-    double each = std::max(total / count, 0.01);
-    *per_sample = (int)std::min(4096.0, std::max(1.0, ceil(opt.min_sample_us / each)));
+    if (e != cudaSuccess)
+        return e;
+    int per = (int)std::min(4096.0, std::max(1.0, ceil(min_sample_us / std::max(each, 0.01))));
+    if (per > nsets)
+        per = (per + nsets - 1) / nsets * nsets;
+    *per_sample = per;
     return cudaSuccess;
+}
+
+/* Whether a sample's launches push the data of its first launch out of L2 before that set comes
+ * round again, so that the sample needs no flush before it: true when one launch moves twice the
+ * L2, or the launches between two uses of a set do. */
+bool sample_evicts_itself(int per_sample, double bytes_per_launch)
+{
+    const double twice_l2 = 2.0 * (double)l2_bytes;
+    const int between = std::min(per_sample, nsets) - 1;
+    return bytes_per_launch >= twice_l2 || between * bytes_per_launch >= twice_l2;
 }
 
 cudaError_t flush_l2(int round)
@@ -176,33 +214,48 @@ cudaError_t time_graph(cudaGraphExec_t exec, double *us)
     return time_events([&] { return cudaGraphLaunch(exec, stream); }, us);
 }
 
-/* Interleaved measurement of several runs: each round flushes L2 before every sample; a sample
- * is one replay of the run's graph of launches, or (graph false: copies, which a graph would
- * hand to the copy engines rather than the path a stream's cudaMemcpyAsync takes) the launches
- * themselves. */
+/* Interleaved measurement of several runs: each round times one sample of every run, flushing L2
+ * before a sample unless its own launches evict it (bytes_per_launch: what one launch moves; 0
+ * flushes always). A sample is one replay of the run's graph of launches, or (graph false:
+ * copies, which a graph would hand to the copy engines rather than the path a stream's
+ * cudaMemcpyAsync takes) the launches themselves. */
 template <typename Run>
-cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, bool graph = true)
+cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, precision p,
+                    double bytes_per_launch, bool graph = true)
 {
     std::vector<int> per(runs.size());
+    std::vector<bool> flush(runs.size());
     std::vector<cudaGraphExec_t> graphs(runs.size(), nullptr);
     cudaError_t e = cudaSuccess;
     for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++) {
-        e = calibrate(runs[r], &per[r]);
+        double t0 = now_s();
+        e = calibrate(runs[r], p.min_sample_us, &per[r]);
+        flush[r] = !sample_evicts_itself(per[r], bytes_per_launch);
+        double t1 = now_s();
+        spent.warmup += t1 - t0;
         if (e == cudaSuccess && graph)
             e = capture(runs[r], per[r], &graphs[r]);
+        spent.graph += now_s() - t1;
     }
     std::vector<std::vector<double>> t(runs.size());
-    for (int s = 0; s < opt.samples && e == cudaSuccess; s++)
+    double t0 = now_s(), timed = 0;
+    for (int s = 0; s < p.samples && e == cudaSuccess; s++)
         for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++) {
             double us = 0;
-            e = flush_l2(s);
+            if (flush[r])
+                e = flush_l2(s);
             if (e == cudaSuccess)
                 e = graph ? time_graph(graphs[r], &us) : time_batch(runs[r], per[r], 0, &us);
+            timed += us * 1e-6;
             t[r].push_back(us / per[r]);
         }
+    spent.timed += timed;
+    spent.around_samples += now_s() - t0 - timed;
+    double t1 = now_s();
     for (cudaGraphExec_t g : graphs)
         if (g)
             cudaGraphExecDestroy(g);
+    spent.graph += now_s() - t1;
     if (e != cudaSuccess)
         return e;
     out.clear();
@@ -251,7 +304,9 @@ bool use_key(long id, const int64_t *key)
         fam.release();
     have_key = 0;
     cudaError_t e = cudaSuccess;
+    double t0 = now_s();
     nsets = fam.prepare(key, l2_bytes, &e);
+    spent.prepare += now_s() - t0;
     if (nsets < 1) {
         fail(id, "preparing the inputs", e);
         return false;
@@ -280,16 +335,23 @@ void do_trial(long id, char **save)
         return;
     int ok = 0;
     char detail[512] = "";
+    double t0 = now_s();
     cudaError_t e = fam.check(instance, stream, &ok, detail, sizeof detail);
+    spent.check += now_s() - t0;
     if (e != cudaSuccess)
         return fail(id, "check", e);
     if (!ok) {
         reply("R %ld wrong 0 0 0 %s\n", id, detail);
         return;
     }
+    precision p = opt.precise; /* the screen's, where given */
+    if (opt.screen.samples > 0)
+        p.samples = opt.screen.samples;
+    if (opt.screen.min_sample_us > 0)
+        p.min_sample_us = opt.screen.min_sample_us;
     std::vector<launch_run> runs{{instance}};
     std::vector<measurement> m;
-    e = measure(runs, m);
+    e = measure(runs, m, p, fam.bytes(current_key));
     if (e != cudaSuccess)
         return fail(id, "timing", e);
     reply("R %ld ok %.4f %.5f %d\n", id, m[0].median_us, m[0].spread, m[0].samples);
@@ -309,7 +371,7 @@ void do_interleaved(long id, char **save)
         runs.push_back({instance});
     }
     std::vector<measurement> m;
-    cudaError_t e = measure(runs, m);
+    cudaError_t e = measure(runs, m, opt.precise, fam.bytes(current_key));
     if (e != cudaSuccess)
         return fail(id, "timing", e);
     printf("R %ld ok", id);
@@ -338,7 +400,7 @@ cudaError_t measure_ceiling()
     std::vector<measurement> m;
     int saved = nsets;
     nsets = 1;
-    e = measure(runs, m, false);
+    e = measure(runs, m, opt.precise, 2.0 * (double)bytes, false);
     nsets = saved;
     cudaFree(a);
     cudaFree(b);
@@ -372,7 +434,7 @@ bool measure_flops_ceiling(long id, const int64_t *key, double *flops_per_s)
         return false;
     std::vector<vendor_run> runs{{}};
     std::vector<measurement> m;
-    cudaError_t e = measure(runs, m);
+    cudaError_t e = measure(runs, m, opt.precise, fam.bytes(ck));
     if (e != cudaSuccess) {
         fail(id, "timing the vendor library's ceiling", e);
         return false;
@@ -414,21 +476,22 @@ void do_bench(long id, char **save)
             return;
         }
     }
+    const double bytes = fam.bytes(current_key);
     std::vector<launch_run> runs{{inst[0]}, {inst[1]}};
     std::vector<measurement> m;
-    e = measure(runs, m);
+    e = measure(runs, m, opt.precise, bytes);
     if (e != cudaSuccess)
         return fail(id, "timing", e);
     std::vector<copy_run> copies{{}};
     std::vector<measurement> c;
-    e = measure(copies, c, false);
+    e = measure(copies, c, opt.precise, bytes, false);
     if (e != cudaSuccess)
         return fail(id, "timing the copy", e);
     measurement v;
     if (fam.vendor) {
         std::vector<vendor_run> vendors{{}};
         std::vector<measurement> vm;
-        e = measure(vendors, vm);
+        e = measure(vendors, vm, opt.precise, bytes);
         if (e != cudaSuccess)
             return fail(id, "timing the vendor library", e);
         v = vm[0];
@@ -440,10 +503,17 @@ void do_bench(long id, char **save)
           fam.vendor_name ? fam.vendor_name : "-");
 }
 
+void do_stats(long id)
+{
+    reply("R %ld ok %.6f %.6f %.6f %.6f %.6f %.6f\n", id, spent.timed, spent.prepare, spent.check,
+          spent.warmup, spent.graph, spent.around_samples);
+}
+
 int usage(const char *argv0)
 {
     fprintf(stderr,
-            "usage: %s [--samples N] [--min-sample-us U] [--warmup-us U] [--device D]\n"
+            "usage: %s [--samples N] [--min-sample-us U] [--screen-samples N]\n"
+            "          [--screen-min-sample-us U] [--warmup-us U] [--device D]\n"
             "Started by ktune sweep, bench and verify; requests on stdin, answers on stdout.\n",
             argv0);
     return 1;
@@ -457,9 +527,13 @@ int main(int argc, char **argv)
         if (i + 1 >= argc)
             return usage(argv[0]);
         if (strcmp(argv[i], "--samples") == 0)
-            opt.samples = std::max(1, atoi(argv[++i]));
+            opt.precise.samples = std::max(1, atoi(argv[++i]));
         else if (strcmp(argv[i], "--min-sample-us") == 0)
-            opt.min_sample_us = atof(argv[++i]);
+            opt.precise.min_sample_us = atof(argv[++i]);
+        else if (strcmp(argv[i], "--screen-samples") == 0)
+            opt.screen.samples = std::max(0, atoi(argv[++i]));
+        else if (strcmp(argv[i], "--screen-min-sample-us") == 0)
+            opt.screen.min_sample_us = atof(argv[++i]);
         else if (strcmp(argv[i], "--warmup-us") == 0)
             opt.warmup_us = atof(argv[++i]);
         else if (strcmp(argv[i], "--device") == 0)
@@ -506,6 +580,8 @@ int main(int argc, char **argv)
             do_interleaved(id, &save);
         else if (strcmp(cmd, "B") == 0)
             do_bench(id, &save);
+        else if (strcmp(cmd, "S") == 0)
+            do_stats(id);
         else
             reply("R %ld failed 0 0 0 unknown request '%s'\n", id, cmd);
     }

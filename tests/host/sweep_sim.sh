@@ -42,6 +42,15 @@ expected=$'n=1000,good_tile32\nn=4096,good_tile32\nn=64,good_tile8\nn=8,good_til
 [ "$(winners "$work/a")" = "$expected" ] || bad "winners: $(winners "$work/a")"
 rows=$(($(wc -l <"$work/a/trials.csv") - 1))
 [ "$rows" -eq 40 ] || bad "trials.csv has $rows rows, expected 10 configs x 4 shapes"
+grep -q '^search: "staged"' "$work/a/meta.yaml" || bad "the default search is not staged"
+grep -q 'in timed samples: sweep overhead [0-9.]*%' "$work/a/summary.txt" || bad "no overhead in the summary"
+
+note "a run resumes only with the search it was made with"
+sweep "$work/a" --search exhaustive >"$work/a2.log" 2>&1 && bad "an exhaustive resume of a staged run went on"
+grep -q "made with --search staged; resume it with the same command" "$work/a2.log" || bad "no word on the search"
+"$ktune" sweep --space "$space" --worker "$worker" --run "$work/x" --search thorough >"$work/x.log" 2>&1
+[ $? -eq 2 ] && grep -q "'thorough' is neither staged nor exhaustive" "$work/x.log" || bad "--search thorough"
+[ ! -e "$work/x" ] || bad "a bad --search wrote a run folder"
 
 note "killed with SIGKILL half-way, the same command resumes and ends with the same winners"
 sweep_bg "$work/b" "$work/b.log" 15
@@ -124,6 +133,10 @@ grep -q "keeps good_tile8 .*not faster beyond" "$work/d.log" || bad "apply d doe
 "$ktune" apply "$work/d" --space "$space" --registry-dir "$work/reg" --force >/dev/null 2>&1 || bad "apply d --force"
 grep -q "n: 64, config: good_tile4" "$reg" || bad "--force did not replace"
 "$ktune" apply "$work/a" --space "$space" --registry-dir "$work/reg" --force >/dev/null 2>&1
+# good_tile8 0.3% faster than good_tile4 at n=64 ties with it: the run picks the first declared
+KTUNE_SIM_BONUS=good_tile4:0.912 sweep "$work/t" >/dev/null 2>&1 || bad "sweep t"
+grep -q "^n=64,good_tile4,1," "$work/t/final.csv" || bad "a tie within the noise did not go to the first declared config"
+grep -q "^n=64,good_tile8,2,.*,20.0000," "$work/t/final.csv" || bad "the faster of a tie is not second"
 # now a clear win: twice as fast
 KTUNE_SIM_BONUS=good_tile4:0.5 sweep "$work/e" >/dev/null 2>&1 || bad "sweep e"
 "$ktune" apply "$work/e" --space "$space" --registry-dir "$work/reg" >"$work/e.log" 2>&1 || bad "apply e"

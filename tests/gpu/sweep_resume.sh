@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# A real sweep killed with SIGKILL half-way, then resumed by the same command, measures every trial
+# once and ends with the same table as an uninterrupted sweep. usage:
+# sweep_resume.sh KTUNE WORKER SPACE WORKDIR
+set -u
+ktune=$1 worker=$2 space=$3 work=$4
+rm -rf "$work" && mkdir -p "$work"
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+args() { echo --space "$space" --worker "$worker" --run "$work/$1" --registry-dir "$work/reg-$1" --apply; }
+trials() { echo $(($(wc -l <"$work/$1/trials.csv") - 1)); }
+table() { grep -oE '^  - \{[^}]*config: [a-z0-9_]+' "$work"/reg-"$1"/*/*.yaml; }
+
+"$ktune" sweep $(args a) >"$work/a.log" 2>&1
+rc=$?
+if [ $rc -eq 2 ]; then echo "no GPU: skipped"; exit 77; fi
+[ $rc -eq 0 ] || { tail -5 "$work/a.log"; echo "FAIL: the uninterrupted sweep exited $rc"; exit 1; }
+total=$(trials a)
+
+"$ktune" sweep $(args b) >"$work/b0.log" 2>&1 &
+pid=$!
+while kill -0 $pid 2>/dev/null; do
+  [ -f "$work/b/trials.csv" ] && [ "$(trials b)" -ge $((total / 2)) ] && break
+  sleep 0.002
+done
+kill -9 $pid
+wait $pid 2>/dev/null
+killed=$(trials b)
+echo "killed after $killed of $total trials"
+[ "$killed" -lt "$total" ] || bad "the sweep ended before the kill"
+[ ! -e "$work/reg-b" ] || bad "the killed sweep applied a table"
+"$ktune" sweep $(args b) >"$work/b.log" 2>&1 || { tail -5 "$work/b.log"; bad "the resumed sweep exited $?"; }
+[ "$(trials b)" -eq "$total" ] || bad "the resumed run holds $(trials b) trials, not $total"
+dups=$(tail -n +2 "$work/b/trials.csv" | cut -d, -f1,2 | sort | uniq -d)
+[ -z "$dups" ] || bad "measured twice: $dups"
+tail -n +2 "$work/b/trials.csv" | grep -v ',ok,\|,invalid,' && bad "a softmax config failed"
+diff <(table a) <(table b) >"$work/table.diff" && echo "the same table: $(table a | wc -l) entries" ||
+  { cat "$work/table.diff"; bad "the resumed sweep's table differs from the uninterrupted one"; }
+grep -h "overhead" "$work/a/summary.txt"
+exit $fail
