@@ -14,6 +14,9 @@
 typedef enum { ST_NONE, ST_OK, ST_INVALID, ST_WRONG, ST_FAILED, ST_TIMEOUT, ST_COUNT } trial_status;
 static const char *const status_names[ST_COUNT] = {"", "ok", "invalid", "wrong", "failed", "timeout"};
 
+/* Configs a window of the screen measures at most (one X request; the worker's limit). */
+#define KTUNE_SCREEN_BATCH 64
+
 /* A measurement whose MAD is above this fraction of its median counts as noisy. */
 #define KTUNE_NOISY_SPREAD 0.05
 
@@ -107,11 +110,20 @@ static void trim_partial_line(const char *path)
         fprintf(stderr, "ktune: cannot trim %s\n", path);
 }
 
-static void journal_write(FILE *f, const char *line)
+/* A journal line is written and flushed at once (a killed sweep loses nothing it wrote), and
+ * on disk (fsync) before the next measurement starts. */
+static void journal_line(FILE *f, const char *line)
 {
     fputs(line, f);
     fflush(f);
-    fsync(fileno(f));
+}
+
+static void journal_sync(FILE *f) { fsync(fileno(f)); }
+
+static void journal_write(FILE *f, const char *line)
+{
+    journal_line(f, line);
+    journal_sync(f);
 }
 
 static void sanitize(char *s)
@@ -441,8 +453,9 @@ static int final_round(const ktune_sweep_opts *o, const ktune_registry *committe
     return 0;
 }
 
-/* Where the workers' time went, as the S request reports it (seconds): in timed samples,
- * preparing inputs, checks, warm-up and calibration, graphs, flushes and synchronization. */
+/* Where the workers' time went, as the S request reports it (seconds): device time in timed
+ * samples and warm-ups; host time preparing inputs, in checks, building graphs (mostly while the
+ * GPU runs earlier work) and inside requests in all. */
 #define KTUNE_NSPENT 6
 typedef struct {
     double total[KTUNE_NSPENT], last[KTUNE_NSPENT];
@@ -472,6 +485,99 @@ static void spent_update(ktune_worker *w, spent_tally *t, int *interrupted)
         t->last[i] = v[i];
     }
     t->answered = 1;
+}
+
+/* One config of key by a T request: verified, then timed with the screen's samples (a crash,
+ * a hang and a lost context are recorded here). */
+static int measure_one(const ktune_sweep_opts *o, ktune_worker *w, const int64_t *key, int ci,
+                       trial *t, char *detail, size_t size, int *samples, int *interrupted,
+                       ktune_err *err)
+{
+    const ktune_space *s = o->space;
+    char line[8192], reply[4096] = "";
+    int len = snprintf(line, sizeof line, "T 0 %s", s->configs[ci].name);
+    key_numbers(s, key, line + len, sizeof line - (size_t)len);
+    ktune_reply_kind kind;
+    if (ktune_worker_request(w, line, o->config_timeout_s, reply, sizeof reply, &kind, err))
+        return -1;
+    detail[0] = '\0';
+    *samples = 0;
+    if (kind == KTUNE_REPLY_INTERRUPTED) {
+        *interrupted = 1;
+    } else if (kind == KTUNE_REPLY_TIMEOUT) {
+        t->status = ST_TIMEOUT;
+        snprintf(detail, size, "%s", reply);
+    } else if (kind == KTUNE_REPLY_CRASHED) {
+        t->status = ST_FAILED;
+        snprintf(detail, size, "%s", reply);
+    } else {
+        char st[32] = "";
+        float us = 0, sp = 0;
+        int at = 0;
+        if (sscanf(reply, "R %*d %31s %f %f %d %n", st, &us, &sp, samples, &at) < 4 ||
+            status_parse(st) == ST_NONE) {
+            t->status = ST_FAILED;
+            snprintf(detail, size, "unexpected answer: %s", reply);
+        } else {
+            t->status = status_parse(st);
+            t->us = us;
+            t->spread = sp;
+            if (at > 0)
+                snprintf(detail, size, "%s", reply + at);
+        }
+    }
+    return 0;
+}
+
+/* Configs cs[0..n) of key, measured by one X request (a window of the screen: fewer waits on the
+ * GPU, one answer), then by T each config the window did not settle: every one when the worker
+ * crashed, hung or lost its context, else those not ok, whose details only T gives. */
+static int measure_window(const ktune_sweep_opts *o, ktune_worker *w, const int64_t *key,
+                          const int *cs, int n, trial *row, char (*details)[1024], int *samples,
+                          int *interrupted, ktune_err *err)
+{
+    const ktune_space *s = o->space;
+    int settled[KTUNE_SCREEN_BATCH] = {0};
+    if (n > 1) {
+        char line[16384], reply[8192];
+        int len = snprintf(line, sizeof line, "X 0");
+        key_numbers(s, key, line + len, sizeof line - (size_t)len);
+        for (int i = 0; i < n; i++) {
+            len = (int)strlen(line);
+            snprintf(line + len, sizeof line - (size_t)len, " %s", s->configs[cs[i]].name);
+        }
+        ktune_reply_kind kind;
+        if (ktune_worker_request(w, line, o->config_timeout_s * (1 + n / 8.0), reply,
+                                 sizeof reply, &kind, err))
+            return -1;
+        if (kind == KTUNE_REPLY_INTERRUPTED) {
+            *interrupted = 1;
+            return 0;
+        }
+        char *save = NULL, *tok = strtok_r(reply, " \n", &save);
+        tok = tok ? strtok_r(NULL, " \n", &save) : NULL;
+        tok = tok ? strtok_r(NULL, " \n", &save) : NULL;
+        for (int i = 0; kind == KTUNE_REPLY_OK && tok && strcmp(tok, "ok") == 0 && i < n; i++) {
+            char *st = strtok_r(NULL, " \n", &save), *us = strtok_r(NULL, " \n", &save);
+            char *sp = strtok_r(NULL, " \n", &save), *ns = strtok_r(NULL, " \n", &save);
+            if (!ns)
+                break;
+            if (strcmp(st, "ok") != 0)
+                continue;
+            trial *t = &row[cs[i]];
+            t->status = ST_OK;
+            t->us = (float)atof(us);
+            t->spread = (float)atof(sp);
+            samples[i] = atoi(ns);
+            details[i][0] = '\0';
+            settled[i] = 1;
+        }
+    }
+    for (int i = 0; i < n && !*interrupted; i++)
+        if (!settled[i] && measure_one(o, w, key, cs[i], &row[cs[i]], details[i],
+                                       sizeof details[i], &samples[i], interrupted, err))
+            return -1;
+    return 0;
 }
 
 static void progress(int tty, int done, int total, const char *keytext, const char *best,
@@ -573,77 +679,83 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
         trial *row = &trials[(size_t)si * (size_t)s->nconfigs];
         char keytext[256];
         ktune_space_key_format(s, key, keytext, sizeof keytext);
-        int best = -1, since_best = 0;
+        int best = -1, since_best = 0, shape_measured = 0;
         config_order(o, si, order);
-        for (int oi = 0; oi < s->nconfigs && !interrupted; oi++) {
-            int ci = order[oi];
-            trial *t = &row[ci];
+        int oi = 0;
+        while (oi < s->nconfigs && !interrupted) {
             if ((o->patience > 0 && since_best >= o->patience) ||
                 (o->shape_budget_s > 0 && now_s() - shape_start > o->shape_budget_s)) {
-                skipped += t->status == ST_NONE;
-                continue;
+                for (; oi < s->nconfigs; oi++)
+                    skipped += row[order[oi]].status == ST_NONE;
+                break;
             }
-            if (t->status == ST_NONE) {
-                char line[8192], reply[4096] = "", detail[2048] = "";
-                int samples = 0;
-                if (!ktune_space_valid(s, &s->configs[ci], key, limits)) {
+            /* a window of the order: at most KTUNE_SCREEN_BATCH configs to measure, no more than
+             * the shape's budget has time left for at the rate so far (one, to learn the rate),
+             * and no more configs that could count against the patience than it has left */
+            int cap = KTUNE_SCREEN_BATCH;
+            if (o->shape_budget_s > 0) {
+                double spent_s = now_s() - shape_start;
+                cap = shape_measured == 0 ? 1
+                      : (int)fmin(KTUNE_SCREEN_BATCH,
+                                  fmax(1, (o->shape_budget_s - spent_s) * shape_measured / spent_s));
+            }
+            int todo_configs[KTUNE_SCREEN_BATCH], ntodo = 0, end = oi, counted = 0;
+            while (end < s->nconfigs && ntodo < cap &&
+                   (o->patience <= 0 || counted < o->patience - since_best)) {
+                int ci = order[end++];
+                int valid = ktune_space_valid(s, &s->configs[ci], key, limits);
+                if (row[ci].status == ST_NONE && valid)
+                    todo_configs[ntodo++] = ci;
+                counted += row[ci].status == ST_NONE ? valid : row[ci].status != ST_INVALID;
+            }
+            char details[KTUNE_SCREEN_BATCH][1024];
+            int samples[KTUNE_SCREEN_BATCH];
+            if (measure_window(o, &w, key, todo_configs, ntodo, row, details, samples,
+                               &interrupted, err))
+                goto cleanup;
+            if (interrupted)
+                break;
+            measured += ntodo;
+            shape_measured += ntodo;
+            int k = 0;
+            for (; oi < end; oi++) {
+                int ci = order[oi];
+                trial *t = &row[ci];
+                char invalid[256];
+                const char *detail = NULL;
+                int n_samples = 0;
+                if (k < ntodo && todo_configs[k] == ci) {
+                    detail = details[k];
+                    n_samples = samples[k++];
+                } else if (t->status == ST_NONE) {
                     t->status = ST_INVALID;
-                    snprintf(detail, sizeof detail, "constraints of %s exclude this shape",
+                    snprintf(invalid, sizeof invalid, "constraints of %s exclude this shape",
                              s->variants[s->configs[ci].variant].name);
-                } else {
-                    int len = snprintf(line, sizeof line, "T 0 %s", s->configs[ci].name);
-                    key_numbers(s, key, line + len, sizeof line - (size_t)len);
-                    ktune_reply_kind kind;
-                    if (ktune_worker_request(&w, line, o->config_timeout_s, reply, sizeof reply,
-                                             &kind, err))
-                        goto cleanup;
-                    if (kind == KTUNE_REPLY_INTERRUPTED) {
-                        interrupted = 1;
-                        break;
-                    }
-                    if (kind == KTUNE_REPLY_TIMEOUT) {
-                        t->status = ST_TIMEOUT;
-                        snprintf(detail, sizeof detail, "%s", reply);
-                    } else if (kind == KTUNE_REPLY_CRASHED) {
-                        t->status = ST_FAILED;
-                        snprintf(detail, sizeof detail, "%s", reply);
-                    } else {
-                        char st[32] = "";
-                        float us = 0, sp = 0;
-                        int at = 0;
-                        if (sscanf(reply, "R %*d %31s %f %f %d %n", st, &us, &sp, &samples,
-                                   &at) < 4 ||
-                            status_parse(st) == ST_NONE) {
-                            t->status = ST_FAILED;
-                            snprintf(detail, sizeof detail, "unexpected answer: %s", reply);
-                        } else {
-                            t->status = status_parse(st);
-                            t->us = us;
-                            t->spread = sp;
-                            if (at > 0)
-                                snprintf(detail, sizeof detail, "%s", reply + at);
-                        }
-                    }
-                    measured++;
+                    detail = invalid;
                 }
-                sanitize(detail);
-                snprintf(line, sizeof line, "%s,%s,%s,%.4f,%.5f,%d,%s\n", keytext,
-                         s->configs[ci].name, status_names[t->status],
-                         t->status == ST_OK ? t->us : INFINITY,
-                         t->status == ST_OK ? t->spread : 0.0f, samples, detail);
-                journal_write(journal, line);
-                if (o->verbose && t->status != ST_OK && t->status != ST_INVALID)
-                    fprintf(stderr, "%sktune: %s %s: %s: %s\n", tty ? "\r\033[K" : "", keytext,
-                            s->configs[ci].name, status_names[t->status], detail);
+                if (detail) { /* measured now, not found in the journal */
+                    char line[8192], clean[1024];
+                    snprintf(clean, sizeof clean, "%s", detail);
+                    sanitize(clean);
+                    snprintf(line, sizeof line, "%s,%s,%s,%.4f,%.5f,%d,%s\n", keytext,
+                             s->configs[ci].name, status_names[t->status],
+                             t->status == ST_OK ? t->us : INFINITY,
+                             t->status == ST_OK ? t->spread : 0.0f, n_samples, clean);
+                    journal_line(journal, line);
+                    if (o->verbose && t->status != ST_OK && t->status != ST_INVALID)
+                        fprintf(stderr, "%sktune: %s %s: %s: %s\n", tty ? "\r\033[K" : "",
+                                keytext, s->configs[ci].name, status_names[t->status], clean);
+                }
+                counts[t->status]++;
+                noisy += t->status == ST_OK && t->spread > KTUNE_NOISY_SPREAD;
+                if (t->status == ST_OK && (best < 0 || t->us < row[best].us)) {
+                    best = ci;
+                    since_best = 0;
+                } else if (t->status != ST_INVALID) {
+                    since_best++;
+                }
             }
-            counts[t->status]++;
-            noisy += t->status == ST_OK && t->spread > KTUNE_NOISY_SPREAD;
-            if (t->status == ST_OK && (best < 0 || t->us < row[best].us)) {
-                best = ci;
-                since_best = 0;
-            } else if (t->status != ST_INVALID) {
-                since_best++;
-            }
+            journal_sync(journal);
         }
         if (interrupted)
             break;
@@ -697,16 +809,15 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                      skipped, w.restarts, now_s() - start, tuned ? exp(log_gain / tuned) : 1.0);
     if (spent.answered) {
         const double wall = now_s() - start, *t = spent.total;
-        double rest = wall;
-        for (int i = 0; i < KTUNE_NSPENT; i++)
-            rest -= t[i];
+        const double in_worker = t[5] - t[0] - t[1] - t[2] - t[3];
         ktune_buf_printf(&summary,
                          "ktune: %.1f s of the %.1f s in timed samples: sweep overhead %.1f%%; "
-                         "besides: inputs %.1f s, checks %.1f s, warm-up %.1f s, graphs %.1f s, "
-                         "L2 flushes and syncs %.1f s, the rest (worker starts, requests, "
-                         "invalid configs) %.1f s\n",
+                         "the rest: warm-ups %.1f s, inputs %.1f s, checks %.1f s, waits, "
+                         "flushes and graphs in the worker %.1f s (graphs %.1f s, mostly while "
+                         "the GPU ran), outside the worker %.1f s (worker starts, requests, the "
+                         "journal)\n",
                          t[0], wall, wall > 0 ? 100 * (wall - t[0]) / wall : 0.0, t[1], t[2],
-                         t[3], t[4], t[5], rest);
+                         t[3], in_worker, t[4], wall - t[5]);
     }
     if (noisy)
         ktune_buf_printf(&summary,

@@ -1,11 +1,10 @@
 /* What the families' workers share to prepare and check a candidate: how many input sets keep
- * the working set beyond L2, inputs from a hash, a comparison with an fp32 reference that counts
- * the misses and keeps the first, and the line that reports them. */
+ * the working set beyond L2, inputs from a hash, and a comparison with an fp32 reference that
+ * counts the misses and keeps the first. */
 #pragma once
 
 #include <cuda_runtime.h>
 #include <stdint.h>
-#include <stdio.h>
 
 namespace ktune_worker_check {
 
@@ -41,31 +40,6 @@ __global__ void compare(const T *y, const float *ref, int64_t n, float atol, flo
             atomicMin(&bad[1], (unsigned long long)i);
         }
     }
-}
-
-/* Resets the counters of compare. */
-inline cudaError_t start(unsigned long long *bad, cudaStream_t stream)
-{
-    static const unsigned long long init[2] = {0, ~0ULL};
-    return cudaMemcpyAsync(bad, init, sizeof init, cudaMemcpyHostToDevice, stream);
-}
-
-/* Waits for the comparison of a rows x cols result; *ok, and the detail line when not ok. */
-inline cudaError_t finish(const unsigned long long *bad, int64_t rows, int64_t cols,
-                          cudaStream_t stream, int *ok, char *detail, size_t size)
-{
-    unsigned long long host[2];
-    cudaError_t e = cudaMemcpyAsync(host, bad, sizeof host, cudaMemcpyDeviceToHost, stream);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(stream);
-    if (e != cudaSuccess)
-        return e;
-    *ok = host[0] == 0;
-    if (!*ok)
-        snprintf(detail, size, "%llu of %lld elements out of tolerance; first at row %lld col %lld",
-                 host[0], (long long)(rows * cols), (long long)(host[1] / cols),
-                 (long long)(host[1] % cols));
-    return cudaSuccess;
 }
 
 } // namespace ktune_worker_check

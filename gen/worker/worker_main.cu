@@ -2,16 +2,19 @@
  *
  *   T <id> <config> <key...>            verify, then time one configuration (the screen's
  *                                       samples, which a staged search keeps short)
+ *   X <id> <key...> <config>...         T for several configurations at once (at most 64), with
+ *                                       fewer waits: answers "ok" then a status (ok, wrong,
+ *                                       failed, invalid), time, spread and samples a config; the
+ *                                       details of those not ok come from T
  *   M <id> <key...> <config>...         time several configurations interleaved (A B C A B C ...)
  *   B <id> <key...> <tuned> <default>   bench: tuned, default, a copy of the same bytes, the copy
  *                                       ceiling (GB/s), the bytes one launch moves, and (0 where
  *                                       the family has none) the vendor library, the FLOPs of
  *                                       one launch, the vendor's FLOP/s on the ceiling key and
  *                                       the vendor's name (-)
- *   S <id>                              where this worker's time went since it started: in
- *                                       timed samples, preparing inputs, checks, warm-up and
- *                                       calibration, building graphs, flushes and
- *                                       synchronization around the samples (seconds each)
+ *   S <id>                              where this worker's time went since it started, in
+ *                                       seconds: in timed samples, warm-ups, preparing inputs,
+ *                                       checks, building graphs, and inside requests in all
  *   Q                                   quit
  *
  * Answers: "H <sms> <cc> <max_threads> <smem_per_block> <l2_bytes> <driver> <runtime> <name>"
@@ -43,9 +46,11 @@ struct settings {
     int device = 0;
 } opt;
 
-/* Where the worker's time went (seconds of host time, except timed: the samples' event time). */
+/* Where the worker's time went, in seconds: device time in timed samples and in warm-ups; host
+ * time preparing inputs, in checks (with the probes and their wait), building graphs (mostly
+ * while the GPU runs earlier work) and inside requests in all. */
 struct accounts {
-    double timed, prepare, check, warmup, graph, around_samples;
+    double timed, warmup, prepare, check, graph, busy;
 } spent;
 
 struct measurement {
@@ -54,8 +59,12 @@ struct measurement {
 };
 
 const ktune_worker_family &fam = ktune_worker_family_def;
-cudaStream_t stream;
+cudaStream_t stream, capture_stream; /* graphs are captured on the second */
 void *flush_buffer;
+/* The checks of a screen: two counters a config ([0] elements out of tolerance, [1] the first),
+ * and their starting values. */
+constexpr int max_screen = 64;
+unsigned long long *check_counters, check_counters_init[2 * max_screen];
 size_t flush_bytes;
 int64_t l2_bytes;
 int64_t current_key[KTUNE_MAX_KEY];
@@ -100,73 +109,46 @@ double now_s()
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* Device time of what body enqueues on the stream, by events around it. */
-template <typename Body> cudaError_t time_events(Body body, double *us)
-{
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    cudaError_t e = cudaEventRecord(a, stream);
-    if (e == cudaSuccess)
-        e = body();
-    if (e == cudaSuccess)
-        e = cudaEventRecord(b, stream);
-    if (e == cudaSuccess)
-        e = cudaEventSynchronize(b);
-    float ms = 0;
-    if (e == cudaSuccess)
-        e = cudaEventElapsedTime(&ms, a, b);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    *us = ms * 1000.0;
-    return e;
-}
+/* Spans of device time: pairs of events from a pool that is reused after each wait. */
+std::vector<cudaEvent_t> event_pool;
+size_t events_used;
 
-template <typename Run> cudaError_t time_batch(Run run, int count, int first, double *us)
-{
-    return time_events(
-        [&] {
-            cudaError_t e = cudaSuccess;
-            for (int i = 0; i < count && e == cudaSuccess; i++)
-                e = run((first + i) % nsets);
-            return e;
-        },
-        us);
-}
+struct span {
+    int first = -1;
+};
 
-/* Launches a sample must hold to last min_sample_us: one launch (the check ran the code once
- * already), then, unless that one lasted warmup_us, a batch lasting about warmup_us, which warms
- * the clocks and gives the time of a launch among others. When a sample holds more launches than
- * there are input sets it holds whole rounds of them, so that every set is as long out of use as
- * the others. */
-template <typename Run> cudaError_t calibrate(Run run, double min_sample_us, int *per_sample)
+cudaError_t span_mark(span &s, bool end)
 {
-    double each = 0;
-    cudaError_t e = time_batch(run, 1, 0, &each);
-    if (e == cudaSuccess && each < opt.warmup_us) {
-        int batch = (int)std::min(4096.0, ceil(opt.warmup_us / std::max(each, 0.01)));
-        double batch_us = 0;
-        e = time_batch(run, batch, 1, &batch_us);
-        each = batch_us / batch;
+    if (!end) {
+        if (events_used + 2 > event_pool.size()) {
+            cudaEvent_t a, b;
+            cudaError_t e = cudaEventCreate(&a);
+            if (e == cudaSuccess)
+                e = cudaEventCreate(&b);
+            if (e != cudaSuccess)
+                return e;
+            event_pool.push_back(a);
+            event_pool.push_back(b);
+        }
+        s.first = (int)events_used;
+        events_used += 2;
     }
-    if (e != cudaSuccess)
-        return e;
-    int per = (int)std::min(4096.0, std::max(1.0, ceil(min_sample_us / std::max(each, 0.01))));
-    if (per > nsets)
-        per = (per + nsets - 1) / nsets * nsets;
-    *per_sample = per;
-    return cudaSuccess;
+    return cudaEventRecord(event_pool[(size_t)s.first + end], stream);
 }
 
-/* Whether a sample's launches push the data of its first launch out of L2 before that set comes
- * round again, so that the sample needs no flush before it: true when one launch moves twice the
- * L2, or the launches between two uses of a set do. */
-bool sample_evicts_itself(int per_sample, double bytes_per_launch)
+/* After a wait. */
+double span_us(const span &s)
 {
-    const double twice_l2 = 2.0 * (double)l2_bytes;
-    const int between = std::min(per_sample, nsets) - 1;
-    return bytes_per_launch >= twice_l2 || between * bytes_per_launch >= twice_l2;
+    float ms = 0;
+    if (s.first < 0 ||
+        cudaEventElapsedTime(&ms, event_pool[(size_t)s.first], event_pool[(size_t)s.first + 1]) !=
+            cudaSuccess)
+        return 0;
+    return ms * 1000.0;
 }
+
+/* Everything enqueued has run: the spans can be read; then the pool is reused. */
+cudaError_t wait_all() { return cudaStreamSynchronize(stream); }
 
 cudaError_t flush_l2(int round)
 {
@@ -179,6 +161,8 @@ measurement summarize(std::vector<double> &t)
     std::sort(t.begin(), t.end());
     size_t n = t.size();
     m.samples = (int)n;
+    if (n == 0)
+        return m;
     m.median_us = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
     std::vector<double> dev(n);
     for (size_t i = 0; i < n; i++)
@@ -189,88 +173,151 @@ measurement summarize(std::vector<double> &t)
     return m;
 }
 
-/* The launches of one sample, captured once into a graph: replaying it times the kernels without
- * the host's launch overhead between them (which would dominate kernels of a few microseconds). */
-template <typename Run> cudaError_t capture(Run run, int count, cudaGraphExec_t *exec)
+/* Whether a sample's launches push the data of its first launch out of L2 before that set comes
+ * round again, so that the sample needs no flush before it: true when one launch moves twice the
+ * L2, or the launches between two uses of a set do. */
+bool sample_evicts_itself(int per_sample, double bytes_per_launch)
 {
-    cudaGraph_t graph = nullptr;
-    cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed);
-    if (e != cudaSuccess)
-        return e;
-    for (int i = 0; i < count && e == cudaSuccess; i++)
-        e = run(i % nsets);
-    cudaError_t end = cudaStreamEndCapture(stream, &graph);
+    const double twice_l2 = 2.0 * (double)l2_bytes;
+    const int between = std::min(per_sample, nsets) - 1;
+    return bytes_per_launch >= twice_l2 || between * bytes_per_launch >= twice_l2;
+}
+
+/* One run (a config, the copy, the vendor library) being timed: its probe, the launches a sample
+ * holds, whether samples need a flush before them, its graph, its warm-up and its samples. */
+struct timing {
+    span probe, warm;
+    int per = 1;
+    bool flush = true, graph = true;
+    cudaGraphExec_t exec = nullptr;
+    std::vector<span> samples;
+};
+
+/* The probe: one launch, timed. When it is enqueued behind other work (the checks, the other
+ * probes), the host's launch latency stays out of it. */
+template <typename Run> cudaError_t enqueue_probe(Run &run, timing &t)
+{
+    cudaError_t e = span_mark(t.probe, false);
     if (e == cudaSuccess)
-        e = end;
+        e = run(1 % nsets, stream);
     if (e == cudaSuccess)
-        e = cudaGraphInstantiate(exec, graph, 0);
-    if (graph)
-        cudaGraphDestroy(graph);
+        e = span_mark(t.probe, true);
     return e;
 }
 
-cudaError_t time_graph(cudaGraphExec_t exec, double *us)
+/* After the probe was read: the launches of a sample (enough to last min_sample_us; whole rounds
+ * of the input sets when there are more launches than sets, so that every set is as long out of
+ * use as the others), the warm-up (launches lasting about warmup_us) and, for a graph run, the
+ * sample's launches captured once into a graph, so that replaying it times the kernels without
+ * the host's launch overhead between them (which would dominate kernels of a few
+ * microseconds). Copies run as plain launches: a graph would hand them to the copy engines rather
+ * than the path a stream's cudaMemcpyAsync takes. */
+template <typename Run>
+cudaError_t enqueue_setup(Run &run, timing &t, precision p, double bytes_per_launch)
 {
-    return time_events([&] { return cudaGraphLaunch(exec, stream); }, us);
+    const double each = std::max(span_us(t.probe), 0.01);
+    t.per = (int)std::min(4096.0, std::max(1.0, ceil(p.min_sample_us / each)));
+    if (t.per > nsets)
+        t.per = (t.per + nsets - 1) / nsets * nsets;
+    t.flush = !sample_evicts_itself(t.per, bytes_per_launch);
+    cudaError_t e = cudaSuccess;
+    const int warm = (int)std::min(4096.0, ceil(opt.warmup_us / each));
+    if (warm > 0) {
+        e = span_mark(t.warm, false);
+        for (int i = 0; i < warm && e == cudaSuccess; i++)
+            e = run(i % nsets, stream);
+        if (e == cudaSuccess)
+            e = span_mark(t.warm, true);
+    }
+    if (e != cudaSuccess || !t.graph)
+        return e;
+    double t0 = now_s();
+    cudaGraph_t graph = nullptr;
+    e = cudaStreamBeginCapture(capture_stream, cudaStreamCaptureModeRelaxed);
+    if (e != cudaSuccess)
+        return e;
+    for (int i = 0; i < t.per && e == cudaSuccess; i++)
+        e = run(i % nsets, capture_stream);
+    cudaError_t end = cudaStreamEndCapture(capture_stream, &graph);
+    if (e == cudaSuccess)
+        e = end;
+    if (e == cudaSuccess)
+        e = cudaGraphInstantiate(&t.exec, graph, 0);
+    if (graph)
+        cudaGraphDestroy(graph);
+    if (e == cudaSuccess)
+        e = cudaGraphUpload(t.exec, stream);
+    spent.graph += now_s() - t0;
+    return e;
 }
 
-/* Interleaved measurement of several runs: each round times one sample of every run, flushing L2
- * before a sample unless its own launches evict it (bytes_per_launch: what one launch moves; 0
- * flushes always). A sample is one replay of the run's graph of launches, or (graph false:
- * copies, which a graph would hand to the copy engines rather than the path a stream's
- * cudaMemcpyAsync takes) the launches themselves. */
+template <typename Run> cudaError_t enqueue_sample(Run &run, timing &t, int round)
+{
+    cudaError_t e = t.flush ? flush_l2(round) : cudaSuccess;
+    span s;
+    if (e == cudaSuccess)
+        e = span_mark(s, false);
+    if (e == cudaSuccess && t.graph)
+        e = cudaGraphLaunch(t.exec, stream);
+    for (int i = 0; e == cudaSuccess && !t.graph && i < t.per; i++)
+        e = run(i % nsets, stream);
+    if (e == cudaSuccess)
+        e = span_mark(s, true);
+    t.samples.push_back(s);
+    return e;
+}
+
+/* After the wait: the median and spread of the samples; the graph is freed. */
+measurement finish(timing &t)
+{
+    std::vector<double> us;
+    for (const span &s : t.samples) {
+        const double x = span_us(s);
+        spent.timed += x * 1e-6;
+        us.push_back(x / t.per);
+    }
+    spent.warmup += span_us(t.warm) * 1e-6;
+    if (t.exec)
+        cudaGraphExecDestroy(t.exec);
+    t.exec = nullptr;
+    return summarize(us);
+}
+
+/* Interleaved measurement of several runs: probes, one wait; warm-ups and graphs; then rounds of
+ * one sample of every run (A B C A B C ...), one wait. */
 template <typename Run>
 cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, precision p,
                     double bytes_per_launch, bool graph = true)
 {
-    std::vector<int> per(runs.size());
-    std::vector<bool> flush(runs.size());
-    std::vector<cudaGraphExec_t> graphs(runs.size(), nullptr);
+    std::vector<timing> t(runs.size());
+    events_used = 0;
     cudaError_t e = cudaSuccess;
     for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++) {
-        double t0 = now_s();
-        e = calibrate(runs[r], p.min_sample_us, &per[r]);
-        flush[r] = !sample_evicts_itself(per[r], bytes_per_launch);
-        double t1 = now_s();
-        spent.warmup += t1 - t0;
-        if (e == cudaSuccess && graph)
-            e = capture(runs[r], per[r], &graphs[r]);
-        spent.graph += now_s() - t1;
+        t[r].graph = graph;
+        e = enqueue_probe(runs[r], t[r]);
     }
-    std::vector<std::vector<double>> t(runs.size());
-    double t0 = now_s(), timed = 0;
+    if (e == cudaSuccess)
+        e = wait_all();
+    for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++)
+        e = enqueue_setup(runs[r], t[r], p, bytes_per_launch);
     for (int s = 0; s < p.samples && e == cudaSuccess; s++)
-        for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++) {
-            double us = 0;
-            if (flush[r])
-                e = flush_l2(s);
-            if (e == cudaSuccess)
-                e = graph ? time_graph(graphs[r], &us) : time_batch(runs[r], per[r], 0, &us);
-            timed += us * 1e-6;
-            t[r].push_back(us / per[r]);
-        }
-    spent.timed += timed;
-    spent.around_samples += now_s() - t0 - timed;
-    double t1 = now_s();
-    for (cudaGraphExec_t g : graphs)
-        if (g)
-            cudaGraphExecDestroy(g);
-    spent.graph += now_s() - t1;
-    if (e != cudaSuccess)
-        return e;
+        for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++)
+            e = enqueue_sample(runs[r], t[r], s);
+    if (e == cudaSuccess)
+        e = wait_all();
     out.clear();
-    for (auto &v : t)
-        out.push_back(summarize(v));
-    return cudaSuccess;
+    for (timing &x : t)
+        out.push_back(finish(x));
+    return e;
 }
 
 struct launch_run {
     int instance;
-    cudaError_t operator()(int set) const { return fam.launch(instance, set, stream); }
+    cudaError_t operator()(int set, cudaStream_t s) const { return fam.launch(instance, set, s); }
 };
 
 struct copy_run {
-    cudaError_t operator()(int set) const { return fam.copy(set, stream); }
+    cudaError_t operator()(int set, cudaStream_t s) const { return fam.copy(set, s); }
 };
 
 int find_instance(const char *name)
@@ -322,39 +369,140 @@ bool take_key(long id, char **save)
     return parse_key(id, save, key) && use_key(id, key);
 }
 
+/* A config of a screen: its instance (-1: not compiled in), what became of it, its timing. */
+struct trial {
+    int instance = -1;
+    const char *status = "ok";
+    char detail[512] = "";
+    timing t;
+    measurement m;
+};
+
+/* Verifies configs (those of ts with an instance) and times one launch of each (their probes):
+ * everything enqueued, one wait. A config whose launch fails where the context survives is
+ * failed alone; an error that loses the context is returned. */
+cudaError_t check_all(std::vector<trial> &ts)
+{
+    events_used = 0;
+    const size_t n = ts.size();
+    unsigned long long bad[2 * max_screen];
+    int64_t rows[max_screen], cols[max_screen];
+    double t0 = now_s();
+    cudaError_t e = n <= (size_t)max_screen ? cudaSuccess : cudaErrorInvalidValue;
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(check_counters, check_counters_init, sizeof bad,
+                            cudaMemcpyHostToDevice, stream);
+    for (size_t i = 0; i < n && e == cudaSuccess; i++) {
+        trial &x = ts[i];
+        if (x.instance < 0)
+            continue;
+        launch_run run{x.instance};
+        e = fam.check(x.instance, stream, check_counters + 2 * i, &rows[i], &cols[i]);
+        if (e == cudaSuccess)
+            e = enqueue_probe(run, x.t);
+        if (e != cudaSuccess && recoverable(e)) {
+            cudaGetLastError();
+            x.status = "failed";
+            snprintf(x.detail, sizeof x.detail, "check: %s", cudaGetErrorString(e));
+            e = cudaSuccess;
+        }
+    }
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(bad, check_counters, sizeof bad, cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess)
+        e = wait_all();
+    spent.check += now_s() - t0;
+    for (size_t i = 0; i < n && e == cudaSuccess; i++)
+        if (ts[i].instance >= 0 && strcmp(ts[i].status, "ok") == 0 && bad[2 * i] != 0) {
+            ts[i].status = "wrong";
+            snprintf(ts[i].detail, sizeof ts[i].detail,
+                     "%llu of %lld elements out of tolerance; first at row %lld col %lld",
+                     bad[2 * i], (long long)(rows[i] * cols[i]),
+                     (long long)(bad[2 * i + 1] / cols[i]), (long long)(bad[2 * i + 1] % cols[i]));
+        }
+    return e;
+}
+
+/* Verifies, then times, configs one after another with the screen's samples: the checks and
+ * probes, one wait; then each config's warm-up and samples, the next config's graph built while
+ * the GPU runs them, one wait. */
+cudaError_t screen(std::vector<trial> &ts)
+{
+    precision p = opt.precise; /* the screen's, where given */
+    if (opt.screen.samples > 0)
+        p.samples = opt.screen.samples;
+    if (opt.screen.min_sample_us > 0)
+        p.min_sample_us = opt.screen.min_sample_us;
+    const size_t n = ts.size();
+    cudaError_t e = check_all(ts);
+    if (e != cudaSuccess)
+        return e;
+    const double bytes = fam.bytes(current_key);
+    for (size_t i = 0; i < n && e == cudaSuccess; i++) {
+        trial &x = ts[i];
+        if (x.instance < 0 || strcmp(x.status, "ok") != 0)
+            continue;
+        launch_run run{x.instance};
+        e = enqueue_setup(run, x.t, p, bytes);
+        for (int r = 0; r < p.samples && e == cudaSuccess; r++)
+            e = enqueue_sample(run, x.t, r);
+        if (e != cudaSuccess && recoverable(e)) {
+            cudaGetLastError();
+            x.status = "failed";
+            snprintf(x.detail, sizeof x.detail, "timing: %s", cudaGetErrorString(e));
+            e = cudaSuccess;
+        }
+    }
+    if (e == cudaSuccess)
+        e = wait_all();
+    for (size_t i = 0; i < n; i++)
+        if (ts[i].instance >= 0 && strcmp(ts[i].status, "ok") == 0)
+            ts[i].m = finish(ts[i].t);
+    return e;
+}
+
 void do_trial(long id, char **save)
 {
     const char *config = strtok_r(NULL, " \n", save);
-    int instance = config ? find_instance(config) : -1;
-    if (instance < 0) {
+    std::vector<trial> ts(1);
+    ts[0].instance = config ? find_instance(config) : -1;
+    if (ts[0].instance < 0) {
         reply("R %ld invalid 0 0 0 %s is not compiled into this worker\n", id,
               config ? config : "(none)");
         return;
     }
     if (!take_key(id, save))
         return;
-    int ok = 0;
-    char detail[512] = "";
-    double t0 = now_s();
-    cudaError_t e = fam.check(instance, stream, &ok, detail, sizeof detail);
-    spent.check += now_s() - t0;
+    cudaError_t e = screen(ts);
     if (e != cudaSuccess)
-        return fail(id, "check", e);
-    if (!ok) {
-        reply("R %ld wrong 0 0 0 %s\n", id, detail);
+        return fail(id, "check and timing", e);
+    if (strcmp(ts[0].status, "ok") != 0)
+        reply("R %ld %s 0 0 0 %s\n", id, ts[0].status, ts[0].detail);
+    else
+        reply("R %ld ok %.4f %.5f %d\n", id, ts[0].m.median_us, ts[0].m.spread, ts[0].m.samples);
+}
+
+void do_screen(long id, char **save)
+{
+    if (!take_key(id, save))
         return;
+    std::vector<trial> ts;
+    for (char *tok = strtok_r(NULL, " \n", save); tok; tok = strtok_r(NULL, " \n", save)) {
+        if (ts.size() == (size_t)max_screen) {
+            reply("R %ld failed 0 0 0 more than %d configs\n", id, max_screen);
+            return;
+        }
+        ts.emplace_back();
+        ts.back().instance = find_instance(tok);
     }
-    precision p = opt.precise; /* the screen's, where given */
-    if (opt.screen.samples > 0)
-        p.samples = opt.screen.samples;
-    if (opt.screen.min_sample_us > 0)
-        p.min_sample_us = opt.screen.min_sample_us;
-    std::vector<launch_run> runs{{instance}};
-    std::vector<measurement> m;
-    e = measure(runs, m, p, fam.bytes(current_key));
+    cudaError_t e = screen(ts);
     if (e != cudaSuccess)
-        return fail(id, "timing", e);
-    reply("R %ld ok %.4f %.5f %d\n", id, m[0].median_us, m[0].spread, m[0].samples);
+        return fail(id, "screening", e);
+    printf("R %ld ok", id);
+    for (const trial &x : ts)
+        printf(" %s %.4f %.5f %d", x.instance < 0 ? "invalid" : x.status, x.m.median_us, x.m.spread,
+               x.m.samples);
+    reply("\n");
 }
 
 void do_interleaved(long id, char **save)
@@ -395,7 +543,9 @@ cudaError_t measure_ceiling()
         return e;
     }
     cudaMemsetAsync(a, 1, bytes, stream);
-    auto run = [&](int) { return cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream); };
+    auto run = [&](int, cudaStream_t s) {
+        return cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s);
+    };
     std::vector<decltype(run)> runs{run};
     std::vector<measurement> m;
     int saved = nsets;
@@ -410,7 +560,7 @@ cudaError_t measure_ceiling()
 }
 
 struct vendor_run {
-    cudaError_t operator()(int set) const { return fam.vendor(set, stream); }
+    cudaError_t operator()(int set, cudaStream_t s) const { return fam.vendor(set, s); }
 };
 
 /* The vendor library's throughput (FLOP/s) on the family's ceiling key for key's types, measured
@@ -458,24 +608,25 @@ void do_bench(long id, char **save)
         !use_key(id, key))
         return;
     int inst[2];
+    std::vector<trial> ts(2);
     for (int i = 0; i < 2; i++) {
         const char *tok = strtok_r(NULL, " \n", save);
-        inst[i] = tok ? find_instance(tok) : -1;
+        inst[i] = ts[i].instance = tok ? find_instance(tok) : -1;
         if (inst[i] < 0) {
             reply("R %ld invalid 0 0 0 %s is not compiled into this worker\n", id,
                   tok ? tok : "(none)");
             return;
         }
-        int ok = 0;
-        char detail[512] = "";
-        e = fam.check(inst[i], stream, &ok, detail, sizeof detail);
-        if (e != cudaSuccess)
-            return fail(id, "check", e);
-        if (!ok) {
-            reply("R %ld wrong 0 0 0 %s: %s\n", id, tok, detail);
+    }
+    e = check_all(ts);
+    if (e != cudaSuccess)
+        return fail(id, "check", e);
+    for (int i = 0; i < 2; i++)
+        if (strcmp(ts[i].status, "ok") != 0) {
+            reply("R %ld %s 0 0 0 %s: %s\n", id, ts[i].status, fam.instances[inst[i]].name,
+                  ts[i].detail);
             return;
         }
-    }
     const double bytes = fam.bytes(current_key);
     std::vector<launch_run> runs{{inst[0]}, {inst[1]}};
     std::vector<measurement> m;
@@ -505,8 +656,8 @@ void do_bench(long id, char **save)
 
 void do_stats(long id)
 {
-    reply("R %ld ok %.6f %.6f %.6f %.6f %.6f %.6f\n", id, spent.timed, spent.prepare, spent.check,
-          spent.warmup, spent.graph, spent.around_samples);
+    reply("R %ld ok %.6f %.6f %.6f %.6f %.6f %.6f\n", id, spent.timed, spent.warmup, spent.prepare,
+          spent.check, spent.graph, spent.busy);
 }
 
 int usage(const char *argv0)
@@ -548,6 +699,12 @@ int main(int argc, char **argv)
         e = cudaGetDeviceProperties(&p, opt.device);
     if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&capture_stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&check_counters, sizeof check_counters_init);
+    for (int i = 0; i < max_screen; i++)
+        check_counters_init[2 * i + 1] = ~0ULL;
     if (e != cudaSuccess) {
         reply("E no usable CUDA device %d: %s\n", opt.device, cudaGetErrorString(e));
         return 2;
@@ -574,8 +731,11 @@ int main(int argc, char **argv)
             break;
         char *idtok = strtok_r(NULL, " \n", &save);
         long id = idtok ? strtol(idtok, NULL, 10) : -1;
+        double t0 = now_s();
         if (strcmp(cmd, "T") == 0)
             do_trial(id, &save);
+        else if (strcmp(cmd, "X") == 0)
+            do_screen(id, &save);
         else if (strcmp(cmd, "M") == 0)
             do_interleaved(id, &save);
         else if (strcmp(cmd, "B") == 0)
@@ -584,6 +744,7 @@ int main(int argc, char **argv)
             do_stats(id);
         else
             reply("R %ld failed 0 0 0 unknown request '%s'\n", id, cmd);
+        spent.busy += now_s() - t0;
     }
     if (have_key)
         fam.release();

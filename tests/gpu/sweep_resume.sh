@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # A real sweep killed with SIGKILL half-way, then resumed by the same command, measures every trial
-# once and ends with the same table as an uninterrupted sweep. usage:
+# once and ends with the same table as an uninterrupted sweep: the same config for every key, or
+# one the uninterrupted sweep timed within 3% of its own winner (two runs on a GPU measure near
+# ties apart; the simulated backend's test, which has no noise, asks for equality). usage:
 # sweep_resume.sh KTUNE WORKER SPACE WORKDIR
 set -u
 ktune=$1 worker=$2 space=$3 work=$4
 rm -rf "$work" && mkdir -p "$work"
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
-args() { echo --space "$space" --worker "$worker" --run "$work/$1" --registry-dir "$work/reg-$1" --apply; }
+args() {
+  echo --space "$space" --worker "$worker" --run "$work/$1" --registry-dir "$work/reg-$1" --apply \
+    --search exhaustive
+}
 trials() { echo $(($(wc -l <"$work/$1/trials.csv") - 1)); }
-table() { grep -oE '^  - \{[^}]*config: [a-z0-9_]+' "$work"/reg-"$1"/*/*.yaml; }
+table() { # key,config of every entry of run $1's registry, keys as trials.csv writes them
+  grep -oE '^  - \{[^}]*config: [a-z0-9_]+' "$work"/reg-"$1"/*/*.yaml |
+    sed -E 's/^  - \{//; s/, config: /,/; s/: /=/g; s/, / /g'
+}
 
 "$ktune" sweep $(args a) >"$work/a.log" 2>&1
 rc=$?
@@ -34,7 +42,19 @@ echo "killed after $killed of $total trials"
 dups=$(tail -n +2 "$work/b/trials.csv" | cut -d, -f1,2 | sort | uniq -d)
 [ -z "$dups" ] || bad "measured twice: $dups"
 tail -n +2 "$work/b/trials.csv" | grep -v ',ok,\|,invalid,' && bad "a softmax config failed"
-diff <(table a) <(table b) >"$work/table.diff" && echo "the same table: $(table a | wc -l) entries" ||
-  { cat "$work/table.diff"; bad "the resumed sweep's table differs from the uninterrupted one"; }
+table a >"$work/a.table"
+table b >"$work/b.table"
+[ "$(wc -l <"$work/b.table")" -eq "$(wc -l <"$work/a.table")" ] || bad "the tables hold different keys"
+awk -F, '
+  FNR == 1 { file++ }
+  file == 1 && $3 == "ok" { t[$1 "," $2] = $4 }
+  file == 2 { want[$1] = $2 }
+  file == 3 { n++; if ($2 == want[$1]) { same++; next }
+              r = t[$1 "," $2] / t[$1 "," want[$1]]
+              printf "%s: %s, not %s: %.3fx its time in the uninterrupted run\n", $1, $2, want[$1], r
+              if (!(r <= 1.03)) far++ }
+  END { printf "the same config for %d of %d keys\n", same, n; exit far > 0 }
+' "$work/a/trials.csv" "$work/a.table" "$work/b.table" ||
+  bad "the resumed sweep chose a config slower by more than 3% than the uninterrupted one's"
 grep -h "overhead" "$work/a/summary.txt"
 exit $fail

@@ -5,6 +5,8 @@
  *   hang_seconds<S> sleeps S seconds without answering
  *   wrong_delta<D>  its sum of 1..n is off by D: recorded wrong
  *   oom_mb<M>       answers failed, out of memory
+ * It answers T (one config), X (a window of configs; a crash or a hang in it takes the window
+ * down, as a lost CUDA context does), M, B and S.
  * Environment: KTUNE_SIM_DELAY_MS (sleep before each answer), KTUNE_SIM_BONUS=<config>:<factor>
  * (scales one config's time), KTUNE_SIM_SCALE=<factor> (scales every time),
  * KTUNE_SIM_NO_DEVICE=1 (behaves like a host without a GPU). */
@@ -41,6 +43,35 @@ static double sim_time(const char *config, long long n)
     return us;
 }
 
+/* The answer to T for config on n, after "R <id> ": a status, numbers and a detail; crashes and
+ * hangs as the config says. */
+static void trial(const char *config, long long n, char *out, size_t size, double *timed_s)
+{
+    int arg;
+    double us = sim_time(config, n);
+    if (us >= 0) {
+        snprintf(out, size, "ok %.4f 0.00100 7", us);
+        *timed_s += 7 * us * 1e-6;
+    } else if (sscanf(config, "crash_code%d", &arg) == 1) {
+        raise(arg);
+        exit(1);
+    } else if (sscanf(config, "hang_seconds%d", &arg) == 1) {
+        sleep((unsigned)arg);
+        exit(1);
+    } else if (sscanf(config, "wrong_delta%d", &arg) == 1) {
+        long long sum = 0;
+        for (long long i = 1; i <= n; i++)
+            sum += i;
+        sum += arg;
+        snprintf(out, size, "wrong 0 0 0 sum of 1..%lld is %lld; expected %lld", n, sum,
+                 n * (n + 1) / 2);
+    } else if (sscanf(config, "oom_mb%d", &arg) == 1) {
+        snprintf(out, size, "failed 0 0 0 preparing the inputs: out of memory");
+    } else {
+        snprintf(out, size, "invalid 0 0 0 %s is not compiled into this worker", config);
+    }
+}
+
 int main(void)
 {
     if (getenv("KTUNE_SIM_NO_DEVICE")) {
@@ -63,29 +94,23 @@ int main(void)
         if (strcmp(cmd, "T") == 0) {
             char *config = strtok_r(NULL, " \n", &save);
             long long n = atoll(strtok_r(NULL, " \n", &save));
-            int arg;
-            double us = sim_time(config, n);
-            if (us >= 0) {
-                printf("R %ld ok %.4f 0.00100 7\n", id, us);
-                timed_s += 7 * us * 1e-6;
-            } else if (sscanf(config, "crash_code%d", &arg) == 1) {
-                raise(arg);
-                return 1;
-            } else if (sscanf(config, "hang_seconds%d", &arg) == 1) {
-                sleep((unsigned)arg);
-                return 1;
-            } else if (sscanf(config, "wrong_delta%d", &arg) == 1) {
-                long long sum = 0;
-                for (long long i = 1; i <= n; i++)
-                    sum += i;
-                sum += arg;
-                printf("R %ld wrong 0 0 0 sum of 1..%lld is %lld; expected %lld\n", id, n, sum,
-                       n * (n + 1) / 2);
-            } else if (sscanf(config, "oom_mb%d", &arg) == 1) {
-                printf("R %ld failed 0 0 0 preparing the inputs: out of memory\n", id);
-            } else {
-                printf("R %ld invalid 0 0 0 %s is not compiled into this worker\n", id, config);
+            char answer[512];
+            trial(config, n, answer, sizeof answer, &timed_s);
+            printf("R %ld %s\n", id, answer);
+        } else if (strcmp(cmd, "X") == 0) {
+            /* a window: the statuses alone; a crash or a hang takes the whole window down */
+            long long n = atoll(strtok_r(NULL, " \n", &save));
+            char answers[8192] = "";
+            size_t len = 0;
+            for (char *c = strtok_r(NULL, " \n", &save); c; c = strtok_r(NULL, " \n", &save)) {
+                char answer[512], st[32];
+                double us = 0;
+                trial(c, n, answer, sizeof answer, &timed_s);
+                sscanf(answer, "%31s %lf", st, &us);
+                len += (size_t)snprintf(answers + len, sizeof answers - len, " %s %.4f 0.00100 %d",
+                                        st, us, strcmp(st, "ok") == 0 ? 7 : 0);
             }
+            printf("R %ld ok%s\n", id, answers);
         } else if (strcmp(cmd, "M") == 0) {
             long long n = atoll(strtok_r(NULL, " \n", &save));
             printf("R %ld ok", id);
@@ -98,7 +123,7 @@ int main(void)
             printf("R %ld ok %.4f 0.00100 %.4f 0.00100 %.4f 0.00100 3000.00 %.0f\n", id,
                    sim_time(tuned, n), sim_time(def, n), n / 10.0, 8.0 * n);
         } else if (strcmp(cmd, "S") == 0) {
-            printf("R %ld ok %.6f 0 0 0 0 0\n", id, timed_s);
+            printf("R %ld ok %.6f 0 0 0 0 %.6f\n", id, timed_s, timed_s);
         } else {
             printf("R %ld failed 0 0 0 unknown request\n", id);
         }
