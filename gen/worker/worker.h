@@ -19,12 +19,15 @@ struct ktune_worker_family {
     int (*prepare)(const int64_t *key, int64_t l2_bytes, cudaError_t *error);
     /* Runs instance on input set `set`. */
     cudaError_t (*launch)(int instance, int set, cudaStream_t stream);
-    /* Poisons the output, runs instance on set 0 and enqueues its comparison with the reference
+    /* The check of a candidate, which the worker runs on set 0 between these two: poison fills
+     * the output with NaN (or a sentinel), so that what a candidate leaves unwritten shows;
+     * compare enqueues the comparison of the output with the reference
      * (ktune_worker_check::compare): bad[0] counts the elements out of tolerance, bad[1] is the
      * first of them (the caller sets them to 0 and ~0 before). *rows, *cols: the output's shape,
-     * for the report. Waits for nothing. */
-    cudaError_t (*check)(int instance, cudaStream_t stream, unsigned long long *bad, int64_t *rows,
-                         int64_t *cols);
+     * for the report. Neither waits. */
+    cudaError_t (*poison)(cudaStream_t stream);
+    cudaError_t (*compare)(cudaStream_t stream, unsigned long long *bad, int64_t *rows,
+                           int64_t *cols);
     /* The anchor: a device-to-device copy of the bytes one launch reads, on set `set`. */
     cudaError_t (*copy)(int set, cudaStream_t stream);
     /* Bytes one launch must move (read + written) for key. */

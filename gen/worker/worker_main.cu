@@ -213,7 +213,8 @@ template <typename Run> cudaError_t enqueue_probe(Run &run, timing &t)
  * microseconds). Copies run as plain launches: a graph would hand them to the copy engines rather
  * than the path a stream's cudaMemcpyAsync takes. */
 template <typename Run>
-cudaError_t enqueue_setup(Run &run, timing &t, precision p, double bytes_per_launch)
+cudaError_t enqueue_setup(Run &run, timing &t, precision p, double bytes_per_launch,
+                          double warmup_us)
 {
     const double each = std::max(span_us(t.probe), 0.01);
     t.per = (int)std::min(4096.0, std::max(1.0, ceil(p.min_sample_us / each)));
@@ -221,7 +222,7 @@ cudaError_t enqueue_setup(Run &run, timing &t, precision p, double bytes_per_lau
         t.per = (t.per + nsets - 1) / nsets * nsets;
     t.flush = !sample_evicts_itself(t.per, bytes_per_launch);
     cudaError_t e = cudaSuccess;
-    const int warm = (int)std::min(4096.0, ceil(opt.warmup_us / each));
+    const int warm = (int)std::min(4096.0, ceil(warmup_us / each));
     if (warm > 0) {
         e = span_mark(t.warm, false);
         for (int i = 0; i < warm && e == cudaSuccess; i++)
@@ -299,7 +300,7 @@ cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, preci
     if (e == cudaSuccess)
         e = wait_all();
     for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++)
-        e = enqueue_setup(runs[r], t[r], p, bytes_per_launch);
+        e = enqueue_setup(runs[r], t[r], p, bytes_per_launch, opt.warmup_us);
     for (int s = 0; s < p.samples && e == cudaSuccess; s++)
         for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++)
             e = enqueue_sample(runs[r], t[r], s);
@@ -378,8 +379,8 @@ struct trial {
     measurement m;
 };
 
-/* Verifies configs (those of ts with an instance) and times one launch of each (their probes):
- * everything enqueued, one wait. A config whose launch fails where the context survives is
+/* Verifies configs (those of ts with an instance): poisons the output, runs the config on set 0
+ * (timed: the config's probe) and compares; everything enqueued, one wait. A config whose launch fails where the context survives is
  * failed alone; an error that loses the context is returned. */
 cudaError_t check_all(std::vector<trial> &ts)
 {
@@ -396,10 +397,15 @@ cudaError_t check_all(std::vector<trial> &ts)
         trial &x = ts[i];
         if (x.instance < 0)
             continue;
-        launch_run run{x.instance};
-        e = fam.check(x.instance, stream, check_counters + 2 * i, &rows[i], &cols[i]);
+        e = fam.poison(stream);
         if (e == cudaSuccess)
-            e = enqueue_probe(run, x.t);
+            e = span_mark(x.t.probe, false);
+        if (e == cudaSuccess)
+            e = fam.launch(x.instance, 0, stream);
+        if (e == cudaSuccess)
+            e = span_mark(x.t.probe, true);
+        if (e == cudaSuccess)
+            e = fam.compare(stream, check_counters + 2 * i, &rows[i], &cols[i]);
         if (e != cudaSuccess && recoverable(e)) {
             cudaGetLastError();
             x.status = "failed";
@@ -423,8 +429,8 @@ cudaError_t check_all(std::vector<trial> &ts)
     return e;
 }
 
-/* Verifies, then times, configs one after another with the screen's samples: the checks and
- * probes, one wait; then each config's warm-up and samples, the next config's graph built while
+/* Verifies, then times, configs one after another with the screen's samples: the checks (with
+ * their probes), one wait; then each config's warm-up and samples, the next config's graph built while
  * the GPU runs them, one wait. */
 cudaError_t screen(std::vector<trial> &ts)
 {
@@ -433,6 +439,8 @@ cudaError_t screen(std::vector<trial> &ts)
         p.samples = opt.screen.samples;
     if (opt.screen.min_sample_us > 0)
         p.min_sample_us = opt.screen.min_sample_us;
+    /* a short screen needs no warm-up besides the check's launch */
+    const double warmup_us = opt.screen.samples > 0 ? 0 : opt.warmup_us;
     const size_t n = ts.size();
     cudaError_t e = check_all(ts);
     if (e != cudaSuccess)
@@ -443,7 +451,7 @@ cudaError_t screen(std::vector<trial> &ts)
         if (x.instance < 0 || strcmp(x.status, "ok") != 0)
             continue;
         launch_run run{x.instance};
-        e = enqueue_setup(run, x.t, p, bytes);
+        e = enqueue_setup(run, x.t, p, bytes, warmup_us);
         for (int r = 0; r < p.samples && e == cudaSuccess; r++)
             e = enqueue_sample(run, x.t, r);
         if (e != cudaSuccess && recoverable(e)) {

@@ -148,16 +148,16 @@ cudaError_t launch(int instance, int set, cudaStream_t stream)
     return fn(st.x[set], st.y[set], st.rows, st.cols, st.dtype, stream);
 }
 
-cudaError_t check(int instance, cudaStream_t stream, unsigned long long *bad, int64_t *rows,
-                  int64_t *cols)
+cudaError_t check_poison(cudaStream_t stream)
+{
+    return cudaMemsetAsync(st.y[0], 0xff, st.bytes, stream); /* NaN in every dtype */
+}
+
+cudaError_t check_compare(cudaStream_t stream, unsigned long long *bad, int64_t *rows,
+                          int64_t *cols)
 {
     *rows = st.rows;
     *cols = st.cols;
-    cudaError_t e = cudaMemsetAsync(st.y[0], 0xff, st.bytes, stream); /* NaN in every dtype */
-    if (e == cudaSuccess)
-        e = launch(instance, 0, stream);
-    if (e != cudaSuccess)
-        return e;
     const float atol[3] = {1e-6f, 2e-5f, 1e-4f}, rtol[3] = {1e-4f, 2e-3f, 1.6e-2f};
     if (st.dtype == KTUNE_F32)
         typed<float>::compare_all(atol[0], rtol[0], bad, stream);
@@ -178,5 +178,5 @@ double bytes(const int64_t *key) { return 2.0 * (double)key[1] * (double)key[2] 
 } // namespace
 
 const ktune_worker_family ktune_worker_family_def = {
-    "softmax", 3, ktune_softmax_candidates, ktune_softmax_candidates_count, prepare, launch, check,
-    copy, bytes, release, nullptr, nullptr, nullptr, nullptr};
+    "softmax", 3, ktune_softmax_candidates, ktune_softmax_candidates_count, prepare, launch,
+    check_poison, check_compare, copy, bytes, release, nullptr, nullptr, nullptr, nullptr};
