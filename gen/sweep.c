@@ -249,12 +249,12 @@ static int write_meta(const ktune_sweep_opts *o, const ktune_worker_device *d, k
     ktune_run_info old;
     ktune_err ignored;
     if (access(path, F_OK) == 0) {
-        if (ktune_run_info_load(path, &old, &ignored) == 0 &&
-            (strcmp(old.device, d->name) != 0 || old.sms != d->sms))
+        if (ktune_run_info_load(path, &old, &ignored) != 0)
+            return 0;
+        if (strcmp(old.device, d->name) != 0 || old.sms != d->sms)
             return ktune_fail(err, "%s: the run was made on %s (%d SMs), this is %s (%d SMs)",
                               o->run_dir, old.device, old.sms, d->name, d->sms);
-        if (ktune_run_info_load(path, &old, &ignored) == 0 &&
-            strcmp(old.search, o->staged ? "staged" : "exhaustive") != 0)
+        if (strcmp(old.search, o->staged ? "staged" : "exhaustive") != 0)
             return ktune_fail(err, "%s: the run was made with --search %s; resume it with the "
                               "same command", o->run_dir, old.search);
         return 0; /* resuming: keep the first metadata */

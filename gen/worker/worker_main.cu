@@ -42,7 +42,7 @@ struct precision {
 struct settings {
     precision precise = {7, 200}; /* interleaved rounds, the bench, the ceilings */
     precision screen = {0, 0};    /* single trials; a 0 field: as precise */
-    double warmup_us = 200;
+    double warmup_us = 50;
     int device = 0;
 } opt;
 
@@ -380,8 +380,9 @@ struct trial {
 };
 
 /* Verifies configs (those of ts with an instance): poisons the output, runs the config on set 0
- * (timed: the config's probe) and compares; everything enqueued, one wait. A config whose launch fails where the context survives is
- * failed alone; an error that loses the context is returned. */
+ * (timed: the config's probe) and compares; everything enqueued, one wait. A config whose launch
+ * fails where the context survives is failed alone; an error that loses the context is
+ * returned. */
 cudaError_t check_all(std::vector<trial> &ts)
 {
     events_used = 0;
@@ -463,9 +464,12 @@ cudaError_t screen(std::vector<trial> &ts)
     }
     if (e == cudaSuccess)
         e = wait_all();
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (ts[i].instance >= 0 && strcmp(ts[i].status, "ok") == 0)
             ts[i].m = finish(ts[i].t);
+        else if (ts[i].t.exec)
+            cudaGraphExecDestroy(ts[i].t.exec);
+    }
     return e;
 }
 
