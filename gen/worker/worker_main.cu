@@ -704,6 +704,9 @@ int main(int argc, char **argv)
         else
             return usage(argv[0]);
     }
+    /* every candidate's code loaded at start: a kernel's first launch, the check's, which times
+     * the probe, must not carry the loading of its module */
+    setenv("CUDA_MODULE_LOADING", "EAGER", 1);
     cudaDeviceProp p;
     int driver = 0, runtime = 0;
     cudaError_t e = cudaSetDevice(opt.device);
