@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A real sweep killed with SIGKILL half-way, then resumed by the same command, measures every trial
 # once and ends with the same table as an uninterrupted sweep: the same config for every key, or
-# one the uninterrupted sweep timed within 3% of its own winner (two runs on a GPU measure near
-# ties apart; the simulated backend's test, which has no noise, asks for equality). usage:
+# one the uninterrupted sweep timed (in its final round where it has both, else in its trials)
+# within the noise of its own winner: 3%, or 0.15 us for kernels of a few microseconds (two runs
+# on a GPU measure near ties apart; the simulated backend's test, which has no noise, asks for
+# equality). usage:
 # sweep_resume.sh KTUNE WORKER SPACE WORKDIR
 set -u
 ktune=$1 worker=$2 space=$3 work=$4
@@ -48,14 +50,15 @@ table b >"$work/b.table"
 awk -F, '
   FNR == 1 { file++ }
   file == 1 && $3 == "ok" { t[$1 "," $2] = $4 }
-  file == 2 { want[$1] = $2 }
-  file == 3 { n++; if ($2 == want[$1]) { same++; next }
+  file == 2 && FNR > 1 { t[$1 "," $2] = $5 }
+  file == 3 { want[$1] = $2 }
+  file == 4 { n++; if ($2 == want[$1]) { same++; next }
               a = t[$1 "," $2]; b = t[$1 "," want[$1]]
               if (a == "" || b == "" || b <= 0) { printf "%s: no time for %s or %s\n", $1, $2, want[$1]; far++; next }
               printf "%s: %s, not %s: %.3fx its time in the uninterrupted run\n", $1, $2, want[$1], a / b
-              if (a / b > 1.03) far++ }
+              if (a / b > 1 + (0.15 / b > 0.03 ? 0.15 / b : 0.03)) far++ }
   END { printf "the same config for %d of %d keys\n", same, n; if (n == 0 || far > 0) exit 1 }
-' "$work/a/trials.csv" "$work/a.table" "$work/b.table" ||
-  bad "the resumed sweep chose a config slower by more than 3% than the uninterrupted one's"
+' "$work/a/trials.csv" "$work/a/final.csv" "$work/a.table" "$work/b.table" ||
+  bad "the resumed sweep chose a config slower than the uninterrupted one's beyond the noise"
 grep -h "overhead" "$work/a/summary.txt"
 exit $fail
