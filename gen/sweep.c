@@ -695,9 +695,8 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
             int cap = KTUNE_SCREEN_BATCH;
             if (o->shape_budget_s > 0) {
                 double spent_s = now_s() - shape_start;
-                cap = shape_measured == 0 ? 1
-                      : (int)fmin(KTUNE_SCREEN_BATCH,
-                                  fmax(1, (o->shape_budget_s - spent_s) * shape_measured / spent_s));
+                double fits = (o->shape_budget_s - spent_s) * shape_measured / spent_s;
+                cap = shape_measured == 0 ? 1 : (int)fmin(KTUNE_SCREEN_BATCH, fmax(1, fits));
             }
             int todo_configs[KTUNE_SCREEN_BATCH], ntodo = 0, end = oi, counted = 0;
             while (end < s->nconfigs && ntodo < cap &&

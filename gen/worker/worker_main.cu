@@ -377,7 +377,19 @@ struct trial {
     char detail[512] = "";
     timing t;
     measurement m;
+    bool ok() const { return instance >= 0 && strcmp(status, "ok") == 0; }
 };
+
+/* A launch error the context survives fails the config alone (*e cleared); others stay in *e. */
+void fail_alone(trial &x, const char *what, cudaError_t *e)
+{
+    if (*e == cudaSuccess || !recoverable(*e))
+        return;
+    cudaGetLastError();
+    x.status = "failed";
+    snprintf(x.detail, sizeof x.detail, "%s: %s", what, cudaGetErrorString(*e));
+    *e = cudaSuccess;
+}
 
 /* Verifies configs (those of ts with an instance): poisons the output, runs the config on set 0
  * (timed: the config's probe) and compares; everything enqueued, one wait. A config whose launch
@@ -407,12 +419,7 @@ cudaError_t check_all(std::vector<trial> &ts)
             e = span_mark(x.t.probe, true);
         if (e == cudaSuccess)
             e = fam.compare(stream, check_counters + 2 * i, &rows[i], &cols[i]);
-        if (e != cudaSuccess && recoverable(e)) {
-            cudaGetLastError();
-            x.status = "failed";
-            snprintf(x.detail, sizeof x.detail, "check: %s", cudaGetErrorString(e));
-            e = cudaSuccess;
-        }
+        fail_alone(x, "check", &e);
     }
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(bad, check_counters, sizeof bad, cudaMemcpyDeviceToHost, stream);
@@ -420,7 +427,7 @@ cudaError_t check_all(std::vector<trial> &ts)
         e = wait_all();
     spent.check += now_s() - t0;
     for (size_t i = 0; i < n && e == cudaSuccess; i++)
-        if (ts[i].instance >= 0 && strcmp(ts[i].status, "ok") == 0 && bad[2 * i] != 0) {
+        if (ts[i].ok() && bad[2 * i] != 0) {
             ts[i].status = "wrong";
             snprintf(ts[i].detail, sizeof ts[i].detail,
                      "%llu of %lld elements out of tolerance; first at row %lld col %lld",
@@ -431,8 +438,8 @@ cudaError_t check_all(std::vector<trial> &ts)
 }
 
 /* Verifies, then times, configs one after another with the screen's samples: the checks (with
- * their probes), one wait; then each config's warm-up and samples, the next config's graph built while
- * the GPU runs them, one wait. */
+ * their probes), one wait; then each config's warm-up and samples, the next config's graph built
+ * while the GPU runs them, one wait. */
 cudaError_t screen(std::vector<trial> &ts)
 {
     precision p = opt.precise; /* the screen's, where given */
@@ -449,23 +456,18 @@ cudaError_t screen(std::vector<trial> &ts)
     const double bytes = fam.bytes(current_key);
     for (size_t i = 0; i < n && e == cudaSuccess; i++) {
         trial &x = ts[i];
-        if (x.instance < 0 || strcmp(x.status, "ok") != 0)
+        if (!x.ok())
             continue;
         launch_run run{x.instance};
         e = enqueue_setup(run, x.t, p, bytes, warmup_us);
         for (int r = 0; r < p.samples && e == cudaSuccess; r++)
             e = enqueue_sample(run, x.t, r);
-        if (e != cudaSuccess && recoverable(e)) {
-            cudaGetLastError();
-            x.status = "failed";
-            snprintf(x.detail, sizeof x.detail, "timing: %s", cudaGetErrorString(e));
-            e = cudaSuccess;
-        }
+        fail_alone(x, "timing", &e);
     }
     if (e == cudaSuccess)
         e = wait_all();
     for (size_t i = 0; i < n; i++) {
-        if (ts[i].instance >= 0 && strcmp(ts[i].status, "ok") == 0)
+        if (ts[i].ok())
             ts[i].m = finish(ts[i].t);
         else if (ts[i].t.exec)
             cudaGraphExecDestroy(ts[i].t.exec);
@@ -488,7 +490,7 @@ void do_trial(long id, char **save)
     cudaError_t e = screen(ts);
     if (e != cudaSuccess)
         return fail(id, "check and timing", e);
-    if (strcmp(ts[0].status, "ok") != 0)
+    if (!ts[0].ok())
         reply("R %ld %s 0 0 0 %s\n", id, ts[0].status, ts[0].detail);
     else
         reply("R %ld ok %.4f %.5f %d\n", id, ts[0].m.median_us, ts[0].m.spread, ts[0].m.samples);
@@ -634,7 +636,7 @@ void do_bench(long id, char **save)
     if (e != cudaSuccess)
         return fail(id, "check", e);
     for (int i = 0; i < 2; i++)
-        if (strcmp(ts[i].status, "ok") != 0) {
+        if (!ts[i].ok()) {
             reply("R %ld %s 0 0 0 %s: %s\n", id, ts[i].status, fam.instances[inst[i]].name,
                   ts[i].detail);
             return;
