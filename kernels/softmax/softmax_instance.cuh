@@ -24,3 +24,5 @@ typedef cudaError_t ktune_softmax_launch_t(const void *x, void *y, int64_t rows,
     KTUNE_SOFTMAX_DEFINE_(fn, ktune_softmax_impl::cluster_launcher<ctas, threads, vec, iters>)
 #define KTUNE_SOFTMAX_DEFINE_SMEM(fn, ctas, threads)                                               \
     KTUNE_SOFTMAX_DEFINE_(fn, ktune_softmax_impl::smem_launcher<ctas, threads>)
+#define KTUNE_SOFTMAX_DEFINE_PIPE(fn, ctas, threads, stages)                                       \
+    KTUNE_SOFTMAX_DEFINE_(fn, ktune_softmax_impl::pipe_launcher<ctas, threads, stages>)

@@ -341,40 +341,35 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 }
 
-template <typename T, int CTAS, int THREADS>
-__global__ void __launch_bounds__(THREADS, 1)
-    smem_kernel(const T *x, T *y, int64_t rows, int cols, int chunk, bool aligned)
+/* Copies n elements of a row (src) into shared memory (buf): 16-byte asynchronous copies when
+ * aligned (not waited for here), element by element otherwise and for the tail. */
+template <typename T, int THREADS>
+__device__ __forceinline__ void chunk_fetch(T *buf, const T *src, int n, bool aligned)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    namespace cg = cooperative_groups;
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    __shared__ float red[32];
-    __shared__ float part[2];
-    constexpr int E = 16 / sizeof(T); /* elements a 16-byte copy */
-    T *buf = reinterpret_cast<T *>(smem_raw);
-    (void)rows;
-    int rank = 0;
-    if constexpr (CTAS > 1)
-        rank = (int)cg::this_cluster().block_rank();
-    const int64_t row = blockIdx.x / CTAS;
-    const int tid = threadIdx.x;
-    const int begin = rank * chunk;
-    const int n = max(0, min(chunk, cols - begin));
-    const T *src = x + row * cols + begin;
-    T *dst = y + row * cols + begin;
+    constexpr int E = 16 / sizeof(T);
     const int nv = n / E;
+    const int tid = threadIdx.x;
     if (aligned) {
         for (int i = tid; i < nv; i += THREADS)
             cp_async16(buf + i * E, src + i * E);
-        asm volatile("cp.async.wait_all;\n" ::: "memory");
     } else {
         for (int i = tid; i < nv * E; i += THREADS)
             buf[i] = src[i];
     }
     for (int i = nv * E + tid; i < n; i += THREADS)
         buf[i] = src[i];
-    __syncthreads();
+}
 
+/* Softmax of the n elements in shared memory (buf) written to dst: max, sum of exponentials and
+ * the scaled store, max and sum combined over the cluster. Every thread of every block of the
+ * cluster calls it, those whose chunk lies past the row's end with n = 0. */
+template <typename T, int CTAS, int THREADS>
+__device__ __forceinline__ void chunk_softmax(const T *buf, T *dst, int n, bool aligned,
+                                              float *red, float *part)
+{
+    constexpr int E = 16 / sizeof(T);
+    const int nv = n / E;
+    const int tid = threadIdx.x;
     const pack<T, E> *vbuf = reinterpret_cast<const pack<T, E> *>(buf);
     float m = -INFINITY;
     for (int i = tid; i < nv; i += THREADS) {
@@ -406,6 +401,81 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     for (int i = nv * E + tid; i < n; i += THREADS)
         dst[i] = from_float<T>(__expf(to_float(buf[i]) - m) * inv);
+}
+
+template <typename T, int CTAS, int THREADS>
+__global__ void __launch_bounds__(THREADS, 1)
+    smem_kernel(const T *x, T *y, int64_t rows, int cols, int chunk, bool aligned)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    namespace cg = cooperative_groups;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __shared__ float red[32];
+    __shared__ float part[2];
+    T *buf = reinterpret_cast<T *>(smem_raw);
+    (void)rows;
+    int rank = 0;
+    if constexpr (CTAS > 1)
+        rank = (int)cg::this_cluster().block_rank();
+    const int64_t row = blockIdx.x / CTAS;
+    const int begin = rank * chunk;
+    const int n = max(0, min(chunk, cols - begin));
+    chunk_fetch<T, THREADS>(buf, x + row * cols + begin, n, aligned);
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    __syncthreads();
+    chunk_softmax<T, CTAS, THREADS>(buf, y + row * cols + begin, n, aligned, red, part);
+    if constexpr (CTAS > 1)
+        cg::this_cluster().sync(); /* no block leaves while another still reads its shared memory */
+#else
+    (void)x, (void)y, (void)rows, (void)cols, (void)chunk, (void)aligned;
+    __trap();
+#endif
+}
+
+/* Persistent clusters: cluster c of `clusters` takes rows c, c + clusters, ... Each block holds
+ * its chunk of a row in one of STAGES shared-memory buffers, and the copies of the next
+ * STAGES - 1 rows are in flight while it reduces and writes this one, so that the loads of a
+ * multiprocessor never wait for its stores. */
+template <typename T, int CTAS, int THREADS, int STAGES>
+__global__ void __launch_bounds__(THREADS, 1)
+    pipe_kernel(const T *x, T *y, int64_t rows, int cols, int chunk, bool aligned)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    namespace cg = cooperative_groups;
+    static_assert(STAGES >= 2, "one buffer in use, at least one being filled");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __shared__ float red[32];
+    __shared__ float part[2];
+    T *const base = reinterpret_cast<T *>(smem_raw);
+    int rank = 0;
+    if constexpr (CTAS > 1)
+        rank = (int)cg::this_cluster().block_rank();
+    const int64_t first = blockIdx.x / CTAS, clusters = gridDim.x / CTAS;
+    const int begin = rank * chunk;
+    const int n = max(0, min(chunk, cols - begin));
+    /* one commit group a row, empty past the last, so that wait_group counts rows */
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        const int64_t row = first + s * clusters;
+        if (row < rows)
+            chunk_fetch<T, THREADS>(base + (size_t)s * chunk, x + row * cols + begin, n, aligned);
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    }
+    int stage = 0;
+    for (int64_t row = first; row < rows; row += clusters) {
+        const int64_t ahead = row + (STAGES - 1) * clusters;
+        const int fill = (stage + STAGES - 1) % STAGES;
+        if (ahead < rows)
+            chunk_fetch<T, THREADS>(base + (size_t)fill * chunk, x + ahead * cols + begin, n,
+                                    aligned);
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");
+        __syncthreads();
+        chunk_softmax<T, CTAS, THREADS>(base + (size_t)stage * chunk, y + row * cols + begin, n,
+                                        aligned, red, part);
+        __syncthreads(); /* the buffer is read before the next row's copy overwrites it */
+        stage = stage + 1 == STAGES ? 0 : stage + 1;
+    }
     if constexpr (CTAS > 1)
         cg::this_cluster().sync(); /* no block leaves while another still reads its shared memory */
 #else
@@ -528,6 +598,37 @@ template <int CTAS, int THREADS> struct smem_launcher {
         if (bytes > (size_t)optin - 1024)
             return cudaErrorInvalidValue;
         return launch_clusters<CTAS, THREADS>(smem_kernel<T, CTAS, THREADS>, rows, bytes, s,
+                                              (const T *)x, (T *)y, rows, (int)cols, (int)chunk,
+                                              is_aligned<T, E>(x, y, cols));
+    }
+};
+
+template <int CTAS, int THREADS, int STAGES> struct pipe_launcher {
+    template <typename T>
+    static cudaError_t run(const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
+    {
+        cudaError_t e = check_shape(rows, cols, rows * CTAS);
+        if (e != cudaSuccess)
+            return e;
+        constexpr int E = 16 / sizeof(T);
+        const int64_t chunk = ((cols + CTAS - 1) / CTAS + E - 1) / E * E;
+        const size_t bytes = (size_t)STAGES * chunk * sizeof(T);
+        int device = 0, optin = 0, clusters = 0;
+        e = cudaGetDevice(&device);
+        if (e == cudaSuccess)
+            e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+        if (e != cudaSuccess)
+            return e;
+        if (bytes > (size_t)optin - 1024)
+            return cudaErrorInvalidValue;
+        auto kernel = pipe_kernel<T, CTAS, THREADS, STAGES>;
+        e = ktune_launch::resident_clusters(kernel, dim3(THREADS), dim3(CTAS, 1, 1), bytes,
+                                            &clusters);
+        if (e != cudaSuccess)
+            return e;
+        if (clusters < 1) /* the device cannot hold one cluster of this shape */
+            return cudaErrorInvalidConfiguration;
+        return launch_clusters<CTAS, THREADS>(kernel, std::min<int64_t>(rows, clusters), bytes, s,
                                               (const T *)x, (T *)y, rows, (int)cols, (int)chunk,
                                               is_aligned<T, E>(x, y, cols));
     }
