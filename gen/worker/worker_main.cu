@@ -90,9 +90,40 @@ bool recoverable(cudaError_t e)
            e == cudaErrorInvalidClusterSize;
 }
 
+/* A gate holds the stream while the host enqueues work that must run back to back on the GPU
+ * (probes, rounds of samples), so that no span times the host's latency between two launches: a
+ * kernel spins until the host opens the gate. It also opens by itself after gate_timeout_ns, so
+ * that a host blocked in a launch by a full launch queue cannot deadlock it. */
+unsigned *gate_flag; /* mapped host memory */
+unsigned gate_generation;
+constexpr unsigned long long gate_timeout_ns = 200000000ull;
+
+__global__ void gate_kernel(const volatile unsigned *flag, unsigned generation,
+                            unsigned long long timeout_ns)
+{
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        if ((int)(*flag - generation) >= 0)
+            return;
+        __nanosleep(500);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < timeout_ns);
+}
+
+cudaError_t gate_close()
+{
+    gate_generation++;
+    gate_kernel<<<1, 1, 0, stream>>>(gate_flag, gate_generation, gate_timeout_ns);
+    return cudaGetLastError();
+}
+
+void gate_open() { __atomic_store_n(gate_flag, gate_generation, __ATOMIC_RELEASE); }
+
 /* Reports a failed request; exits when the context is lost. */
 void fail(long id, const char *what, cudaError_t e)
 {
+    gate_open();
     cudaGetLastError();
     cudaError_t sync = cudaStreamSynchronize(stream);
     bool lost = !recoverable(e) || sync != cudaSuccess;
@@ -193,8 +224,9 @@ struct timing {
     std::vector<span> samples;
 };
 
-/* The probe: one launch, timed. When it is enqueued behind other work (the checks, the other
- * probes), the host's launch latency stays out of it. */
+/* The probe: one launch, timed. Enqueued behind a closed gate, it holds none of the host's launch
+ * latency: a probe that did would set too few launches a sample, and the time of launching the
+ * sample's graph would go into the sample. */
 template <typename Run> cudaError_t enqueue_probe(Run &run, timing &t)
 {
     cudaError_t e = span_mark(t.probe, false);
@@ -292,18 +324,22 @@ cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, preci
 {
     std::vector<timing> t(runs.size());
     events_used = 0;
-    cudaError_t e = cudaSuccess;
+    cudaError_t e = gate_close();
     for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++) {
         t[r].graph = graph;
         e = enqueue_probe(runs[r], t[r]);
     }
+    gate_open();
     if (e == cudaSuccess)
         e = wait_all();
     for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++)
         e = enqueue_setup(runs[r], t[r], p, bytes_per_launch, opt.warmup_us);
+    if (e == cudaSuccess)
+        e = gate_close();
     for (int s = 0; s < p.samples && e == cudaSuccess; s++)
         for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++)
             e = enqueue_sample(runs[r], t[r], s);
+    gate_open();
     if (e == cudaSuccess)
         e = wait_all();
     out.clear();
@@ -392,9 +428,9 @@ void fail_alone(trial &x, const char *what, cudaError_t *e)
 }
 
 /* Verifies configs (those of ts with an instance): poisons the output, runs the config on set 0
- * (timed: the config's probe) and compares; everything enqueued, one wait. A config whose launch
- * fails where the context survives is failed alone; an error that loses the context is
- * returned. */
+ * (timed: the config's probe) and compares; everything enqueued behind a closed gate, one wait.
+ * A config whose launch fails where the context survives is failed alone; an error that loses the
+ * context is returned. */
 cudaError_t check_all(std::vector<trial> &ts)
 {
     events_used = 0;
@@ -406,6 +442,8 @@ cudaError_t check_all(std::vector<trial> &ts)
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(check_counters, check_counters_init, sizeof bad,
                             cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess)
+        e = gate_close();
     for (size_t i = 0; i < n && e == cudaSuccess; i++) {
         trial &x = ts[i];
         if (x.instance < 0)
@@ -421,6 +459,7 @@ cudaError_t check_all(std::vector<trial> &ts)
             e = fam.compare(stream, check_counters + 2 * i, &rows[i], &cols[i]);
         fail_alone(x, "check", &e);
     }
+    gate_open();
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(bad, check_counters, sizeof bad, cudaMemcpyDeviceToHost, stream);
     if (e == cudaSuccess)
@@ -720,6 +759,10 @@ int main(int argc, char **argv)
         e = cudaStreamCreateWithFlags(&capture_stream, cudaStreamNonBlocking);
     if (e == cudaSuccess)
         e = cudaMalloc(&check_counters, sizeof check_counters_init);
+    if (e == cudaSuccess)
+        e = cudaHostAlloc(&gate_flag, sizeof *gate_flag, cudaHostAllocMapped);
+    if (e == cudaSuccess)
+        *gate_flag = gate_generation;
     for (int i = 0; i < max_screen; i++)
         check_counters_init[2 * i + 1] = ~0ULL;
     if (e != cudaSuccess) {
