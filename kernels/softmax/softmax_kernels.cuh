@@ -123,50 +123,73 @@ template <bool IS_MAX> __device__ __forceinline__ float warp_reduce(float v)
     return v;
 }
 
-/* Block-wide max or sum through 32 floats of shared memory; every thread gets the result. */
+/* Block-wide max or sum through 32 floats of shared memory; every warp reduces the warps'
+ * partial results, so every thread gets the result. */
 template <int THREADS, bool IS_MAX> __device__ __forceinline__ float block_reduce(float v, float *smem)
 {
     const float identity = IS_MAX ? -INFINITY : 0.f;
+    const int lane = threadIdx.x & 31;
     v = warp_reduce<IS_MAX>(v);
-    if ((threadIdx.x & 31) == 0)
+    if (lane == 0)
         smem[threadIdx.x >> 5] = v;
     __syncthreads();
-    v = warp_reduce<IS_MAX>(threadIdx.x < THREADS / 32 ? smem[threadIdx.x] : identity);
-    __syncthreads();
-    if (threadIdx.x == 0)
-        smem[0] = v;
-    __syncthreads();
-    v = smem[0];
-    __syncthreads();
+    v = warp_reduce<IS_MAX>(lane < THREADS / 32 ? smem[lane] : identity);
+    __syncthreads(); /* read before the next reduction writes */
     return v;
 }
 
-/* The block's max or sum, then across the blocks of its cluster through distributed shared
- * memory (slot: one float of this block's shared memory). */
-template <int CTAS, int THREADS, bool IS_MAX>
-__device__ __forceinline__ float cluster_reduce(float v, float *smem, float *slot)
+/* (m, s) with s = sum exp(x - m): merging two partial results. */
+__device__ __forceinline__ void online_merge(float &m, float &s, float m2, float s2)
 {
-    v = block_reduce<THREADS, IS_MAX>(v, smem);
-    if constexpr (CTAS > 1) {
+    const float nm = fmaxf(m, m2);
+    if (nm == -INFINITY)
+        return;
+    s = (m == -INFINITY ? 0.f : s * __expf(m - nm)) + (m2 == -INFINITY ? 0.f : s2 * __expf(m2 - nm));
+    m = nm;
+}
+
+/* The scale of a block's exponentials exp(x - m), m its own max and s their block-wide sum: 1 / s
+ * for a block alone; for a cluster, the blocks' (m, s) are merged through distributed shared
+ * memory (slot: a float2 of this block's shared memory), one cluster barrier for max and sum
+ * together, and the scale is exp(m - max) / sum. Lanes below CTAS of each warp read one block's
+ * pair each. The caller keeps the block in the cluster (a cluster barrier) until every block has
+ * read its slot. */
+template <int CTAS> __device__ __forceinline__ float cluster_scale(float m, float s, float2 *slot)
+{
+    if constexpr (CTAS == 1) {
+        (void)m, (void)slot;
+        return 1.f / s;
+    } else {
         namespace cg = cooperative_groups;
         cg::cluster_group cluster = cg::this_cluster();
         if (threadIdx.x == 0)
-            *slot = v;
+            *slot = make_float2(m, s);
         cluster.sync();
-        float r = IS_MAX ? -INFINITY : 0.f;
+        const int lane = threadIdx.x & 31;
+        float cm = -INFINITY, cs = 0.f;
+        if (lane < CTAS) {
+            const float2 p = *cluster.map_shared_rank(slot, lane);
+            cm = p.x;
+            cs = p.y;
+        }
 #pragma unroll
-        for (int c = 0; c < CTAS; c++)
-            r = combine<IS_MAX>(r, *cluster.map_shared_rank(slot, c));
-        return r;
+        for (int o = 1; o < CTAS; o <<= 1)
+            online_merge(cm, cs, __shfl_xor_sync(0xffffffffu, cm, o),
+                         __shfl_xor_sync(0xffffffffu, cs, o));
+        cm = __shfl_sync(0xffffffffu, cm, 0);
+        cs = __shfl_sync(0xffffffffu, cs, 0);
+        return m == -INFINITY ? 0.f : __expf(m - cm) / cs;
     }
-    return v;
 }
 
 /* Row in registers: max, exponentials (one each), sum, scaled store. index(it) gives the
- * element index of the it-th vector of this thread. */
-template <typename T, int VEC, int ITERS, typename Index, typename Max, typename Sum>
+ * element index of the it-th vector of this thread; scale(m, s) turns the max and the sum of
+ * this thread's reduction into the factor of its exponentials. */
+template <typename T, int VEC, int ITERS, typename Index, typename Max, typename Sum,
+          typename Scale>
 __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, bool aligned,
-                                                 Index index, Max reduce_max, Sum reduce_sum)
+                                                 Index index, Max reduce_max, Sum reduce_sum,
+                                                 Scale scale)
 {
     float v[ITERS][VEC];
     float m = -INFINITY;
@@ -186,10 +209,10 @@ __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, b
             v[it][j] = __expf(v[it][j] - m);
             s += v[it][j];
         }
-    const float inv = 1.f / reduce_sum(s);
+    const float f = scale(m, reduce_sum(s));
 #pragma unroll
     for (int it = 0; it < ITERS; it++)
-        store<T, VEC>(yr, index(it), cols, aligned, v[it], inv);
+        store<T, VEC>(yr, index(it), cols, aligned, v[it], f);
 }
 
 template <typename T, int VEC, int ITERS, int WARPS>
@@ -203,7 +226,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     row_in_registers<T, VEC, ITERS>(
         x + row * cols, y + row * cols, cols, aligned,
         [=](int it) { return ((int64_t)it * 32 + lane) * VEC; }, warp_reduce<true>,
-        warp_reduce<false>);
+        warp_reduce<false>, [](float, float s) { return 1.f / s; });
 }
 
 template <typename T, int THREADS, int VEC, int ITERS>
@@ -218,17 +241,8 @@ __global__ void __launch_bounds__(THREADS)
         x + row * cols, y + row * cols, cols, aligned,
         [=](int it) { return ((int64_t)it * THREADS + tid) * VEC; },
         [&](float v) { return block_reduce<THREADS, true>(v, smem); },
-        [&](float v) { return block_reduce<THREADS, false>(v, smem); });
-}
-
-/* (m, s) with s = sum exp(x - m): merging two partial results. */
-__device__ __forceinline__ void online_merge(float &m, float &s, float m2, float s2)
-{
-    const float nm = fmaxf(m, m2);
-    if (nm == -INFINITY)
-        return;
-    s = (m == -INFINITY ? 0.f : s * __expf(m - nm)) + (m2 == -INFINITY ? 0.f : s2 * __expf(m2 - nm));
-    m = nm;
+        [&](float v) { return block_reduce<THREADS, false>(v, smem); },
+        [](float, float s) { return 1.f / s; });
 }
 
 template <typename T, int THREADS, int VEC, int UNROLL>
@@ -314,7 +328,7 @@ __global__ void __launch_bounds__(THREADS)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     namespace cg = cooperative_groups;
     __shared__ float smem[32];
-    __shared__ float part[2];
+    __shared__ float2 part;
     (void)rows;
     cg::cluster_group cluster = cg::this_cluster();
     const int rank = (int)cluster.block_rank();
@@ -323,9 +337,14 @@ __global__ void __launch_bounds__(THREADS)
     row_in_registers<T, VEC, ITERS>(
         x + row * cols, y + row * cols, cols, aligned,
         [=](int it) { return (((int64_t)it * CTAS + rank) * THREADS + tid) * VEC; },
-        [&](float v) { return cluster_reduce<CTAS, THREADS, true>(v, smem, &part[0]); },
-        [&](float v) { return cluster_reduce<CTAS, THREADS, false>(v, smem, &part[1]); });
-    cluster.sync(); /* no block leaves while another still reads its shared memory */
+        [&](float v) { return block_reduce<THREADS, true>(v, smem); },
+        [&](float v) { return block_reduce<THREADS, false>(v, smem); },
+        [&](float m, float s) {
+            const float f = cluster_scale<CTAS>(m, s, &part);
+            __cluster_barrier_arrive(); /* done with the other blocks' shared memory */
+            return f;
+        });
+    __cluster_barrier_wait(); /* no block leaves while another still reads its shared memory */
 #else
     (void)x, (void)y, (void)rows, (void)cols, (void)aligned;
     __trap();
@@ -361,11 +380,13 @@ __device__ __forceinline__ void chunk_fetch(T *buf, const T *src, int n, bool al
 }
 
 /* Softmax of the n elements in shared memory (buf) written to dst: max, sum of exponentials and
- * the scaled store, max and sum combined over the cluster. Every thread of every block of the
- * cluster calls it, those whose chunk lies past the row's end with n = 0. */
-template <typename T, int CTAS, int THREADS>
+ * the scaled store, max and sum merged over the cluster through slot (see cluster_scale). Every
+ * thread of every block of the cluster calls it, those whose chunk lies past the row's end with
+ * n = 0. ARRIVE: arrive at a cluster barrier once the other blocks' slots are read (the caller
+ * waits on it before the block leaves). */
+template <typename T, int CTAS, int THREADS, bool ARRIVE>
 __device__ __forceinline__ void chunk_softmax(const T *buf, T *dst, int n, bool aligned,
-                                              float *red, float *part)
+                                              float *red, float2 *slot)
 {
     constexpr int E = 16 / sizeof(T);
     const int nv = n / E;
@@ -380,7 +401,7 @@ __device__ __forceinline__ void chunk_softmax(const T *buf, T *dst, int n, bool 
     }
     for (int i = nv * E + tid; i < n; i += THREADS)
         m = fmaxf(m, to_float(buf[i]));
-    m = cluster_reduce<CTAS, THREADS, true>(m, red, &part[0]);
+    m = block_reduce<THREADS, true>(m, red);
     float s = 0.f;
     for (int i = tid; i < nv; i += THREADS) {
         const pack<T, E> p = vbuf[i];
@@ -390,7 +411,9 @@ __device__ __forceinline__ void chunk_softmax(const T *buf, T *dst, int n, bool 
     }
     for (int i = nv * E + tid; i < n; i += THREADS)
         s += __expf(to_float(buf[i]) - m);
-    const float inv = 1.f / cluster_reduce<CTAS, THREADS, false>(s, red, &part[1]);
+    const float inv = cluster_scale<CTAS>(m, block_reduce<THREADS, false>(s, red), slot);
+    if constexpr (ARRIVE && CTAS > 1)
+        __cluster_barrier_arrive();
     for (int i = tid; i < nv; i += THREADS) {
         const pack<T, E> p = vbuf[i];
         float e[E];
@@ -411,7 +434,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     namespace cg = cooperative_groups;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ float red[32];
-    __shared__ float part[2];
+    __shared__ float2 part;
     T *buf = reinterpret_cast<T *>(smem_raw);
     (void)rows;
     int rank = 0;
@@ -423,9 +446,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     chunk_fetch<T, THREADS>(buf, x + row * cols + begin, n, aligned);
     asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
-    chunk_softmax<T, CTAS, THREADS>(buf, y + row * cols + begin, n, aligned, red, part);
+    chunk_softmax<T, CTAS, THREADS, true>(buf, y + row * cols + begin, n, aligned, red, &part);
     if constexpr (CTAS > 1)
-        cg::this_cluster().sync(); /* no block leaves while another still reads its shared memory */
+        __cluster_barrier_wait(); /* no block leaves while another still reads its shared memory */
 #else
     (void)x, (void)y, (void)rows, (void)cols, (void)chunk, (void)aligned;
     __trap();
@@ -445,7 +468,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     static_assert(STAGES >= 2, "one buffer in use, at least one being filled");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ float red[32];
-    __shared__ float part[2];
+    __shared__ float2 part[2]; /* a row's slot, alternating: see below */
     T *const base = reinterpret_cast<T *>(smem_raw);
     int rank = 0;
     if constexpr (CTAS > 1)
@@ -461,7 +484,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             chunk_fetch<T, THREADS>(base + (size_t)s * chunk, x + row * cols + begin, n, aligned);
         asm volatile("cp.async.commit_group;\n" ::: "memory");
     }
-    int stage = 0;
+    int stage = 0, parity = 0;
     for (int64_t row = first; row < rows; row += clusters) {
         const int64_t ahead = row + (STAGES - 1) * clusters;
         const int fill = (stage + STAGES - 1) % STAGES;
@@ -471,8 +494,11 @@ __global__ void __launch_bounds__(THREADS, 1)
         asm volatile("cp.async.commit_group;\n" ::: "memory");
         asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");
         __syncthreads();
-        chunk_softmax<T, CTAS, THREADS>(base + (size_t)stage * chunk, y + row * cols + begin, n,
-                                        aligned, red, part);
+        /* a block writes slot k again two rows later, after the next row's cluster barrier, which
+         * no block passes before it has read the slots of this row */
+        chunk_softmax<T, CTAS, THREADS, false>(base + (size_t)stage * chunk, y + row * cols + begin,
+                                               n, aligned, red, &part[parity]);
+        parity ^= 1;
         __syncthreads(); /* the buffer is read before the next row's copy overwrites it */
         stage = stage + 1 == STAGES ? 0 : stage + 1;
     }
