@@ -148,6 +148,26 @@ __device__ __forceinline__ void online_merge(float &m, float &s, float m2, float
     m = nm;
 }
 
+/* Block-wide merge of (m, s) pairs through 32 float2 of shared memory; every thread gets the
+ * result. */
+template <int THREADS> __device__ __forceinline__ void block_merge(float &m, float &s, float2 *smem)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        online_merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+    if (lane == 0)
+        smem[threadIdx.x >> 5] = make_float2(m, s);
+    __syncthreads();
+    const float2 p = lane < THREADS / 32 ? smem[lane] : make_float2(-INFINITY, 0.f);
+    m = p.x;
+    s = p.y;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        online_merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+    __syncthreads(); /* read before the next reduction writes */
+}
+
 /* The scale of a block's exponentials exp(x - m), m its own max and s their block-wide sum: 1 / s
  * for a block alone; for a cluster, the blocks' (m, s) are merged through distributed shared
  * memory (slot: a float2 of this block's shared memory), one cluster barrier for max and sum
@@ -178,7 +198,9 @@ template <int CTAS> __device__ __forceinline__ float cluster_scale(float m, floa
                          __shfl_xor_sync(0xffffffffu, cs, o));
         cm = __shfl_sync(0xffffffffu, cm, 0);
         cs = __shfl_sync(0xffffffffu, cs, 0);
-        return m == -INFINITY ? 0.f : __expf(m - cm) / cs;
+        if (m == -INFINITY) /* this block holds only -inf (its exponentials are 0) */
+            return cs > 0.f ? 0.f : NAN;
+        return __expf(m - cm) / cs;
     }
 }
 
@@ -201,12 +223,14 @@ __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, b
             m = fmaxf(m, v[it][j]);
     }
     m = reduce_max(m);
+    /* -inf throughout: exponentials of 0, not exp(-inf + inf) */
+    const float base = m == -INFINITY ? 0.f : m;
     float s = 0.f;
 #pragma unroll
     for (int it = 0; it < ITERS; it++)
 #pragma unroll
         for (int j = 0; j < VEC; j++) {
-            v[it][j] = __expf(v[it][j] - m);
+            v[it][j] = __expf(v[it][j] - base);
             s += v[it][j];
         }
     const float f = scale(m, reduce_sum(s));
@@ -249,7 +273,7 @@ template <typename T, int THREADS, int VEC, int UNROLL>
 __global__ void __launch_bounds__(THREADS)
     online_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
 {
-    __shared__ float sm[32], ss[32];
+    __shared__ float2 red[32];
     (void)rows;
     const int64_t row = blockIdx.x;
     const T *xr = x + row * cols;
@@ -278,34 +302,8 @@ __global__ void __launch_bounds__(THREADS)
         s = (m == -INFINITY ? 0.f : s * __expf(m - nm)) + cs;
         m = nm;
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
-        const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
-        online_merge(m, s, m2, s2);
-    }
-    if ((tid & 31) == 0) {
-        sm[tid >> 5] = m;
-        ss[tid >> 5] = s;
-    }
-    __syncthreads();
-    if (tid < 32) {
-        m = tid < THREADS / 32 ? sm[tid] : -INFINITY;
-        s = tid < THREADS / 32 ? ss[tid] : 0.f;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
-            const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
-            online_merge(m, s, m2, s2);
-        }
-        if (tid == 0) {
-            sm[0] = m;
-            ss[0] = s;
-        }
-    }
-    __syncthreads();
-    m = sm[0];
-    const float inv = 1.f / ss[0];
+    block_merge<THREADS>(m, s, red);
+    const float inv = 1.f / s;
     for (int64_t base = (int64_t)tid * VEC; base < cols; base += (int64_t)THREADS * VEC * UNROLL) {
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
@@ -386,34 +384,47 @@ __device__ __forceinline__ void chunk_fetch(T *buf, const T *src, int n, bool al
  * waits on it before the block leaves). */
 template <typename T, int CTAS, int THREADS, bool ARRIVE>
 __device__ __forceinline__ void chunk_softmax(const T *buf, T *dst, int n, bool aligned,
-                                              float *red, float2 *slot)
+                                              float2 *red, float2 *slot)
 {
     constexpr int E = 16 / sizeof(T);
     const int nv = n / E;
     const int tid = threadIdx.x;
     const pack<T, E> *vbuf = reinterpret_cast<const pack<T, E> *>(buf);
-    float m = -INFINITY;
+    /* one pass for max and sum: a running max, the sum rescaled when a vector raises it */
+    float m = -INFINITY, s = 0.f;
     for (int i = tid; i < nv; i += THREADS) {
         const pack<T, E> p = vbuf[i];
+        float v[E], vm = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            v[j] = to_float(p.v[j]);
+            vm = fmaxf(vm, v[j]);
+        }
+        if (vm > m) {
+            s *= __expf(m - vm);
+            m = vm;
+        }
+        if (m == -INFINITY) /* -inf so far: nothing to add */
+            continue;
 #pragma unroll
         for (int j = 0; j < E; j++)
-            m = fmaxf(m, to_float(p.v[j]));
+            s += __expf(v[j] - m);
     }
-    for (int i = nv * E + tid; i < n; i += THREADS)
-        m = fmaxf(m, to_float(buf[i]));
-    m = block_reduce<THREADS, true>(m, red);
-    float s = 0.f;
-    for (int i = tid; i < nv; i += THREADS) {
-        const pack<T, E> p = vbuf[i];
-#pragma unroll
-        for (int j = 0; j < E; j++)
-            s += __expf(to_float(p.v[j]) - m);
+    for (int i = nv * E + tid; i < n; i += THREADS) {
+        const float v = to_float(buf[i]);
+        if (v > m) {
+            s *= __expf(m - v);
+            m = v;
+        }
+        if (m != -INFINITY)
+            s += __expf(v - m);
     }
-    for (int i = nv * E + tid; i < n; i += THREADS)
-        s += __expf(to_float(buf[i]) - m);
-    const float inv = cluster_scale<CTAS>(m, block_reduce<THREADS, false>(s, red), slot);
+    block_merge<THREADS>(m, s, red);
+    const float inv = cluster_scale<CTAS>(m, s, slot);
     if constexpr (ARRIVE && CTAS > 1)
         __cluster_barrier_arrive();
+    if (m == -INFINITY) /* a chunk of -inf: its exponentials are 0, not exp(-inf + inf) */
+        m = 0.f;
     for (int i = tid; i < nv; i += THREADS) {
         const pack<T, E> p = vbuf[i];
         float e[E];
@@ -433,7 +444,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     namespace cg = cooperative_groups;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    __shared__ float red[32];
+    __shared__ float2 red[32];
     __shared__ float2 part;
     T *buf = reinterpret_cast<T *>(smem_raw);
     (void)rows;
@@ -467,7 +478,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     namespace cg = cooperative_groups;
     static_assert(STAGES >= 2, "one buffer in use, at least one being filled");
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    __shared__ float red[32];
+    __shared__ float2 red[32];
     __shared__ float2 part[2]; /* a row's slot, alternating: see below */
     T *const base = reinterpret_cast<T *>(smem_raw);
     int rank = 0;
