@@ -168,39 +168,50 @@ template <int THREADS> __device__ __forceinline__ void block_merge(float &m, flo
     __syncthreads(); /* read before the next reduction writes */
 }
 
-/* The scale of a block's exponentials exp(x - m), m its own max and s their block-wide sum: 1 / s
- * for a block alone; for a cluster, the blocks' (m, s) are merged through distributed shared
- * memory (slot: a float2 of this block's shared memory), one cluster barrier for max and sum
- * together, and the scale is exp(m - max) / sum. Lanes below CTAS of each warp read one block's
- * pair each. The caller keeps the block in the cluster (a cluster barrier) until every block has
- * read its slot. */
+/* A cluster's blocks merge their (m, s) pairs, m a block's max and s the block-wide sum of its
+ * exponentials exp(x - m), through distributed shared memory: each block publishes its pair in
+ * its slot (a float2 of its shared memory); after a cluster barrier, each collects them all and
+ * gets the scale of its exponentials, exp(m - max) / sum. Lanes below CTAS of each warp read one
+ * block's pair each. No block writes its slot again, or leaves, before every block has read it
+ * (a cluster barrier). */
+__device__ __forceinline__ void cluster_publish(float m, float s, float2 *slot)
+{
+    if (threadIdx.x == 0)
+        *slot = make_float2(m, s);
+}
+
+template <int CTAS> __device__ __forceinline__ float cluster_collect(float m, float2 *slot)
+{
+    namespace cg = cooperative_groups;
+    const int lane = threadIdx.x & 31;
+    float cm = -INFINITY, cs = 0.f;
+    if (lane < CTAS) {
+        const float2 p = *cg::this_cluster().map_shared_rank(slot, lane);
+        cm = p.x;
+        cs = p.y;
+    }
+#pragma unroll
+    for (int o = 1; o < CTAS; o <<= 1)
+        online_merge(cm, cs, __shfl_xor_sync(0xffffffffu, cm, o),
+                     __shfl_xor_sync(0xffffffffu, cs, o));
+    cm = __shfl_sync(0xffffffffu, cm, 0);
+    cs = __shfl_sync(0xffffffffu, cs, 0);
+    if (m == -INFINITY) /* this block holds only -inf (its exponentials are 0) */
+        return cs > 0.f ? 0.f : NAN;
+    return __expf(m - cm) / cs;
+}
+
+/* The scale of a block's exponentials: 1 / s for a block alone; for a cluster, publish, a
+ * cluster barrier, collect. */
 template <int CTAS> __device__ __forceinline__ float cluster_scale(float m, float s, float2 *slot)
 {
     if constexpr (CTAS == 1) {
         (void)m, (void)slot;
         return 1.f / s;
     } else {
-        namespace cg = cooperative_groups;
-        cg::cluster_group cluster = cg::this_cluster();
-        if (threadIdx.x == 0)
-            *slot = make_float2(m, s);
-        cluster.sync();
-        const int lane = threadIdx.x & 31;
-        float cm = -INFINITY, cs = 0.f;
-        if (lane < CTAS) {
-            const float2 p = *cluster.map_shared_rank(slot, lane);
-            cm = p.x;
-            cs = p.y;
-        }
-#pragma unroll
-        for (int o = 1; o < CTAS; o <<= 1)
-            online_merge(cm, cs, __shfl_xor_sync(0xffffffffu, cm, o),
-                         __shfl_xor_sync(0xffffffffu, cs, o));
-        cm = __shfl_sync(0xffffffffu, cm, 0);
-        cs = __shfl_sync(0xffffffffu, cs, 0);
-        if (m == -INFINITY) /* this block holds only -inf (its exponentials are 0) */
-            return cs > 0.f ? 0.f : NAN;
-        return __expf(m - cm) / cs;
+        cluster_publish(m, s, slot);
+        cooperative_groups::this_cluster().sync();
+        return cluster_collect<CTAS>(m, slot);
     }
 }
 
@@ -377,64 +388,59 @@ __device__ __forceinline__ void chunk_fetch(T *buf, const T *src, int n, bool al
         buf[i] = src[i];
 }
 
-/* Softmax of the n elements in shared memory (buf) written to dst: max, sum of exponentials and
- * the scaled store, max and sum merged over the cluster through slot (see cluster_scale). Every
- * thread of every block of the cluster calls it, those whose chunk lies past the row's end with
- * n = 0. ARRIVE: arrive at a cluster barrier once the other blocks' slots are read (the caller
- * waits on it before the block leaves). */
-template <typename T, int CTAS, int THREADS, bool ARRIVE>
-__device__ __forceinline__ void chunk_softmax(const T *buf, T *dst, int n, bool aligned,
-                                              float2 *red, float2 *slot)
+/* The block's max m and the block-wide sum s of exp(x - m) over the n elements of its chunk in
+ * shared memory (buf); every thread gets both. Blocks whose chunk lies past the row's end call it
+ * with n = 0. */
+template <typename T, int THREADS>
+__device__ __forceinline__ void chunk_reduce(const T *buf, int n, float *red, float &m, float &s)
 {
     constexpr int E = 16 / sizeof(T);
     const int nv = n / E;
     const int tid = threadIdx.x;
     const pack<T, E> *vbuf = reinterpret_cast<const pack<T, E> *>(buf);
-    /* one pass for max and sum: a running max, the sum rescaled when a vector raises it */
-    float m = -INFINITY, s = 0.f;
+    m = -INFINITY;
     for (int i = tid; i < nv; i += THREADS) {
         const pack<T, E> p = vbuf[i];
-        float v[E], vm = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < E; j++) {
-            v[j] = to_float(p.v[j]);
-            vm = fmaxf(vm, v[j]);
-        }
-        if (vm > m) {
-            s *= __expf(m - vm);
-            m = vm;
-        }
-        if (m == -INFINITY) /* -inf so far: nothing to add */
-            continue;
 #pragma unroll
         for (int j = 0; j < E; j++)
-            s += __expf(v[j] - m);
+            m = fmaxf(m, to_float(p.v[j]));
     }
-    for (int i = nv * E + tid; i < n; i += THREADS) {
-        const float v = to_float(buf[i]);
-        if (v > m) {
-            s *= __expf(m - v);
-            m = v;
-        }
-        if (m != -INFINITY)
-            s += __expf(v - m);
+    for (int i = nv * E + tid; i < n; i += THREADS)
+        m = fmaxf(m, to_float(buf[i]));
+    m = block_reduce<THREADS, true>(m, red);
+    const float base = m == -INFINITY ? 0.f : m; /* a chunk of -inf: exponentials of 0 */
+    s = 0.f;
+    for (int i = tid; i < nv; i += THREADS) {
+        const pack<T, E> p = vbuf[i];
+#pragma unroll
+        for (int j = 0; j < E; j++)
+            s += __expf(to_float(p.v[j]) - base);
     }
-    block_merge<THREADS>(m, s, red);
-    const float inv = cluster_scale<CTAS>(m, s, slot);
-    if constexpr (ARRIVE && CTAS > 1)
-        __cluster_barrier_arrive();
-    if (m == -INFINITY) /* a chunk of -inf: its exponentials are 0, not exp(-inf + inf) */
-        m = 0.f;
+    for (int i = nv * E + tid; i < n; i += THREADS)
+        s += __expf(to_float(buf[i]) - base);
+    s = block_reduce<THREADS, false>(s, red);
+}
+
+/* dst = exp(x - m) * scale over the chunk in shared memory. */
+template <typename T, int THREADS>
+__device__ __forceinline__ void chunk_write(const T *buf, T *dst, int n, bool aligned, float m,
+                                            float scale)
+{
+    constexpr int E = 16 / sizeof(T);
+    const int nv = n / E;
+    const int tid = threadIdx.x;
+    const pack<T, E> *vbuf = reinterpret_cast<const pack<T, E> *>(buf);
+    const float base = m == -INFINITY ? 0.f : m;
     for (int i = tid; i < nv; i += THREADS) {
         const pack<T, E> p = vbuf[i];
         float e[E];
 #pragma unroll
         for (int j = 0; j < E; j++)
-            e[j] = __expf(to_float(p.v[j]) - m);
-        store<T, E>(dst, (int64_t)i * E, n, aligned, e, inv);
+            e[j] = __expf(to_float(p.v[j]) - base);
+        store<T, E>(dst, (int64_t)i * E, n, aligned, e, scale);
     }
     for (int i = nv * E + tid; i < n; i += THREADS)
-        dst[i] = from_float<T>(__expf(to_float(buf[i]) - m) * inv);
+        dst[i] = from_float<T>(__expf(to_float(buf[i]) - base) * scale);
 }
 
 template <typename T, int CTAS, int THREADS>
@@ -444,7 +450,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     namespace cg = cooperative_groups;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    __shared__ float2 red[32];
+    __shared__ float red[32];
     __shared__ float2 part;
     T *buf = reinterpret_cast<T *>(smem_raw);
     (void)rows;
@@ -457,7 +463,12 @@ __global__ void __launch_bounds__(THREADS, 1)
     chunk_fetch<T, THREADS>(buf, x + row * cols + begin, n, aligned);
     asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
-    chunk_softmax<T, CTAS, THREADS, true>(buf, y + row * cols + begin, n, aligned, red, &part);
+    float m, sum;
+    chunk_reduce<T, THREADS>(buf, n, red, m, sum);
+    const float scale = cluster_scale<CTAS>(m, sum, &part);
+    if constexpr (CTAS > 1)
+        __cluster_barrier_arrive(); /* done with the other blocks' slots */
+    chunk_write<T, THREADS>(buf, y + row * cols + begin, n, aligned, m, scale);
     if constexpr (CTAS > 1)
         __cluster_barrier_wait(); /* no block leaves while another still reads its shared memory */
 #else
@@ -467,18 +478,20 @@ __global__ void __launch_bounds__(THREADS, 1)
 }
 
 /* Persistent clusters: cluster c of `clusters` takes rows c, c + clusters, ... Each block holds
- * its chunk of a row in one of STAGES shared-memory buffers, and the copies of the next
- * STAGES - 1 rows are in flight while it reduces and writes this one, so that the loads of a
- * multiprocessor never wait for its stores. */
+ * its chunk of a row in one of STAGES shared-memory buffers and works on three rows at once: it
+ * reduces row k and publishes its (max, sum), writes row k - 1 out while the other blocks of its
+ * cluster publish theirs, then collects row k's pairs; the copies of rows k + 1 .. k + STAGES - 2
+ * are in flight meanwhile, and row k + STAGES - 1's starts as soon as row k - 1's buffer is free.
+ * So neither the loads of a multiprocessor nor its cluster barriers wait for its stores. */
 template <typename T, int CTAS, int THREADS, int STAGES>
 __global__ void __launch_bounds__(THREADS, 1)
     pipe_kernel(const T *x, T *y, int64_t rows, int cols, int chunk, bool aligned)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     namespace cg = cooperative_groups;
-    static_assert(STAGES >= 2, "one buffer in use, at least one being filled");
+    static_assert(STAGES >= 3, "a buffer being written out, one being reduced, one being filled");
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    __shared__ float2 red[32];
+    __shared__ float red[32];
     __shared__ float2 part[2]; /* a row's slot, alternating: see below */
     T *const base = reinterpret_cast<T *>(smem_raw);
     int rank = 0;
@@ -489,29 +502,51 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int n = max(0, min(chunk, cols - begin));
     /* one commit group a row, empty past the last, so that wait_group counts rows */
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; s++) {
-        const int64_t row = first + s * clusters;
+    for (int k = 0; k < STAGES - 1; k++) {
+        const int64_t row = first + k * clusters;
         if (row < rows)
-            chunk_fetch<T, THREADS>(base + (size_t)s * chunk, x + row * cols + begin, n, aligned);
+            chunk_fetch<T, THREADS>(base + (size_t)k * chunk, x + row * cols + begin, n, aligned);
         asm volatile("cp.async.commit_group;\n" ::: "memory");
     }
+    float prev_m = 0.f, prev_scale = 0.f;
     int stage = 0, parity = 0;
     for (int64_t row = first; row < rows; row += clusters) {
-        const int64_t ahead = row + (STAGES - 1) * clusters;
-        const int fill = (stage + STAGES - 1) % STAGES;
-        if (ahead < rows)
-            chunk_fetch<T, THREADS>(base + (size_t)fill * chunk, x + ahead * cols + begin, n,
-                                    aligned);
-        asm volatile("cp.async.commit_group;\n" ::: "memory");
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");
+        const int prev_stage = stage == 0 ? STAGES - 1 : stage - 1;
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2) : "memory");
         __syncthreads();
+        float m, sum;
+        chunk_reduce<T, THREADS>(base + (size_t)stage * chunk, n, red, m, sum);
         /* a block writes slot k again two rows later, after the next row's cluster barrier, which
          * no block passes before it has read the slots of this row */
-        chunk_softmax<T, CTAS, THREADS, false>(base + (size_t)stage * chunk, y + row * cols + begin,
-                                               n, aligned, red, &part[parity]);
+        if constexpr (CTAS > 1) {
+            cluster_publish(m, sum, &part[parity]);
+            __cluster_barrier_arrive();
+        }
+        if (row != first)
+            chunk_write<T, THREADS>(base + (size_t)prev_stage * chunk,
+                                    y + (row - clusters) * cols + begin, n, aligned, prev_m,
+                                    prev_scale);
+        __syncthreads(); /* the previous row's buffer is read: it takes the next copy */
+        const int64_t ahead = row + (int64_t)(STAGES - 1) * clusters;
+        if (ahead < rows)
+            chunk_fetch<T, THREADS>(base + (size_t)prev_stage * chunk, x + ahead * cols + begin, n,
+                                    aligned);
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+        if constexpr (CTAS > 1) {
+            __cluster_barrier_wait();
+            prev_scale = cluster_collect<CTAS>(m, &part[parity]);
+        } else {
+            prev_scale = 1.f / sum;
+        }
+        prev_m = m;
         parity ^= 1;
-        __syncthreads(); /* the buffer is read before the next row's copy overwrites it */
         stage = stage + 1 == STAGES ? 0 : stage + 1;
+    }
+    if (first < rows) {
+        const int64_t last = first + (rows - 1 - first) / clusters * clusters;
+        const int prev_stage = stage == 0 ? STAGES - 1 : stage - 1;
+        chunk_write<T, THREADS>(base + (size_t)prev_stage * chunk, y + last * cols + begin, n,
+                                aligned, prev_m, prev_scale);
     }
     if constexpr (CTAS > 1)
         cg::this_cluster().sync(); /* no block leaves while another still reads its shared memory */
