@@ -478,18 +478,16 @@ __global__ void __launch_bounds__(THREADS, 1)
 }
 
 /* Persistent clusters: cluster c of `clusters` takes rows c, c + clusters, ... Each block holds
- * its chunk of a row in one of STAGES shared-memory buffers and works on three rows at once: it
- * reduces row k and publishes its (max, sum), writes row k - 1 out while the other blocks of its
- * cluster publish theirs, then collects row k's pairs; the copies of rows k + 1 .. k + STAGES - 2
- * are in flight meanwhile, and row k + STAGES - 1's starts as soon as row k - 1's buffer is free.
- * So neither the loads of a multiprocessor nor its cluster barriers wait for its stores. */
+ * its chunk of a row in one of STAGES shared-memory buffers, and the copies of the next
+ * STAGES - 1 rows are in flight while it reduces and writes this one, so that the loads of a
+ * multiprocessor never wait for its stores. */
 template <typename T, int CTAS, int THREADS, int STAGES>
 __global__ void __launch_bounds__(THREADS, 1)
     pipe_kernel(const T *x, T *y, int64_t rows, int cols, int chunk, bool aligned)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     namespace cg = cooperative_groups;
-    static_assert(STAGES >= 3, "a buffer being written out, one being reduced, one being filled");
+    static_assert(STAGES >= 2, "one buffer in use, at least one being filled");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ float red[32];
     __shared__ float2 part[2]; /* a row's slot, alternating: see below */
@@ -508,45 +506,26 @@ __global__ void __launch_bounds__(THREADS, 1)
             chunk_fetch<T, THREADS>(base + (size_t)k * chunk, x + row * cols + begin, n, aligned);
         asm volatile("cp.async.commit_group;\n" ::: "memory");
     }
-    float prev_m = 0.f, prev_scale = 0.f;
     int stage = 0, parity = 0;
     for (int64_t row = first; row < rows; row += clusters) {
-        const int prev_stage = stage == 0 ? STAGES - 1 : stage - 1;
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2) : "memory");
-        __syncthreads();
-        float m, sum;
-        chunk_reduce<T, THREADS>(base + (size_t)stage * chunk, n, red, m, sum);
-        /* a block writes slot k again two rows later, after the next row's cluster barrier, which
-         * no block passes before it has read the slots of this row */
-        if constexpr (CTAS > 1) {
-            cluster_publish(m, sum, &part[parity]);
-            __cluster_barrier_arrive();
-        }
-        if (row != first)
-            chunk_write<T, THREADS>(base + (size_t)prev_stage * chunk,
-                                    y + (row - clusters) * cols + begin, n, aligned, prev_m,
-                                    prev_scale);
-        __syncthreads(); /* the previous row's buffer is read: it takes the next copy */
         const int64_t ahead = row + (int64_t)(STAGES - 1) * clusters;
+        const int fill = stage == 0 ? STAGES - 1 : stage - 1; /* the previous row's buffer */
         if (ahead < rows)
-            chunk_fetch<T, THREADS>(base + (size_t)prev_stage * chunk, x + ahead * cols + begin, n,
+            chunk_fetch<T, THREADS>(base + (size_t)fill * chunk, x + ahead * cols + begin, n,
                                     aligned);
         asm volatile("cp.async.commit_group;\n" ::: "memory");
-        if constexpr (CTAS > 1) {
-            __cluster_barrier_wait();
-            prev_scale = cluster_collect<CTAS>(m, &part[parity]);
-        } else {
-            prev_scale = 1.f / sum;
-        }
-        prev_m = m;
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");
+        __syncthreads();
+        const T *buf = base + (size_t)stage * chunk;
+        float m, sum;
+        chunk_reduce<T, THREADS>(buf, n, red, m, sum);
+        /* a block writes slot k again two rows later, after the next row's cluster barrier, which
+         * no block passes before it has read the slots of this row */
+        const float scale = cluster_scale<CTAS>(m, sum, &part[parity]);
+        chunk_write<T, THREADS>(buf, y + row * cols + begin, n, aligned, m, scale);
+        __syncthreads(); /* the buffer is read before the next row's copy overwrites it */
         parity ^= 1;
         stage = stage + 1 == STAGES ? 0 : stage + 1;
-    }
-    if (first < rows) {
-        const int64_t last = first + (rows - 1 - first) / clusters * clusters;
-        const int prev_stage = stage == 0 ? STAGES - 1 : stage - 1;
-        chunk_write<T, THREADS>(base + (size_t)prev_stage * chunk, y + last * cols + begin, n,
-                                aligned, prev_m, prev_scale);
     }
     if constexpr (CTAS > 1)
         cg::this_cluster().sync(); /* no block leaves while another still reads its shared memory */
