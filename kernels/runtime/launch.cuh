@@ -9,6 +9,26 @@ namespace ktune_launch {
  * bytes of dynamic shared memory. Sets the function attributes a launch needs first: the dynamic
  * shared memory limit, and non-portable cluster sizes above 8. A launch error is returned and
  * cleared, so that the next launch does not report it again. */
+/* A launch configuration, with the cluster dimension in *attr when the cluster holds more than
+ * one block. */
+inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, dim3 cluster, size_t smem,
+                                        cudaStream_t s, cudaLaunchAttribute *attr)
+{
+    const bool clustered = cluster.x * cluster.y * cluster.z > 1;
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = cluster.x;
+    attr->val.clusterDim.y = cluster.y;
+    attr->val.clusterDim.z = cluster.z;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = s;
+    config.attrs = clustered ? attr : nullptr;
+    config.numAttrs = clustered ? 1 : 0;
+    return config;
+}
+
 /* The function attributes a launch of kernel needs: the dynamic shared memory limit, and
  * non-portable cluster sizes above 8. */
 template <typename... Params>
@@ -30,18 +50,8 @@ cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluste
     cudaError_t e = set_attributes(kernel, ctas, smem);
     if (e != cudaSuccess)
         return e;
-    cudaLaunchConfig_t config = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = cluster.x;
-    attr[0].val.clusterDim.y = cluster.y;
-    attr[0].val.clusterDim.z = cluster.z;
-    config.gridDim = grid;
-    config.blockDim = block;
-    config.dynamicSmemBytes = smem;
-    config.stream = s;
-    config.attrs = ctas > 1 ? attr : nullptr;
-    config.numAttrs = ctas > 1 ? 1 : 0;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t config = launch_config(grid, block, cluster, smem, s, &attr);
     e = cudaLaunchKernelEx(&config, kernel, args...);
     if (e != cudaSuccess)
         cudaGetLastError();
@@ -70,17 +80,8 @@ cudaError_t resident_clusters(void (*kernel)(Params...), dim3 block, dim3 cluste
         *count = sms * per_sm;
         return e;
     }
-    cudaLaunchConfig_t config = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = cluster.x;
-    attr[0].val.clusterDim.y = cluster.y;
-    attr[0].val.clusterDim.z = cluster.z;
-    config.gridDim = cluster;
-    config.blockDim = block;
-    config.dynamicSmemBytes = smem;
-    config.attrs = attr;
-    config.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t config = launch_config(cluster, block, cluster, smem, 0, &attr);
     return cudaOccupancyMaxActiveClusters(count, kernel, &config);
 }
 

@@ -630,6 +630,24 @@ template <int CTAS, int THREADS, int VEC, int ITERS> struct cluster_launcher {
     }
 };
 
+/* A row staged in shared memory over CTAS blocks: each block's chunk (elements, whole 16-byte
+ * copies) and the dynamic shared memory of `buffers` chunks, which the device must hold beside
+ * the kernels' 1 KB of static shared memory. */
+template <typename T, int CTAS>
+cudaError_t staged_chunk(int64_t cols, int buffers, int64_t *chunk, size_t *bytes)
+{
+    constexpr int E = 16 / sizeof(T);
+    *chunk = ((cols + CTAS - 1) / CTAS + E - 1) / E * E;
+    *bytes = (size_t)buffers * (size_t)*chunk * sizeof(T);
+    int device = 0, optin = 0;
+    cudaError_t e = cudaGetDevice(&device);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (e == cudaSuccess && *bytes > (size_t)optin - 1024)
+        e = cudaErrorInvalidValue;
+    return e;
+}
+
 template <int CTAS, int THREADS> struct smem_launcher {
     template <typename T>
     static cudaError_t run(const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
@@ -638,16 +656,11 @@ template <int CTAS, int THREADS> struct smem_launcher {
         if (e != cudaSuccess)
             return e;
         constexpr int E = 16 / sizeof(T);
-        const int64_t chunk = ((cols + CTAS - 1) / CTAS + E - 1) / E * E;
-        const size_t bytes = (size_t)chunk * sizeof(T);
-        int device = 0, optin = 0;
-        e = cudaGetDevice(&device);
-        if (e == cudaSuccess)
-            e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+        int64_t chunk;
+        size_t bytes;
+        e = staged_chunk<T, CTAS>(cols, 1, &chunk, &bytes);
         if (e != cudaSuccess)
             return e;
-        if (bytes > (size_t)optin - 1024)
-            return cudaErrorInvalidValue;
         return launch_clusters<CTAS, THREADS>(smem_kernel<T, CTAS, THREADS>, rows, bytes, s,
                                               (const T *)x, (T *)y, rows, (int)cols, (int)chunk,
                                               is_aligned<T, E>(x, y, cols));
@@ -662,16 +675,12 @@ template <int CTAS, int THREADS, int STAGES> struct pipe_launcher {
         if (e != cudaSuccess)
             return e;
         constexpr int E = 16 / sizeof(T);
-        const int64_t chunk = ((cols + CTAS - 1) / CTAS + E - 1) / E * E;
-        const size_t bytes = (size_t)STAGES * chunk * sizeof(T);
-        int device = 0, optin = 0, clusters = 0;
-        e = cudaGetDevice(&device);
-        if (e == cudaSuccess)
-            e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+        int64_t chunk;
+        size_t bytes;
+        int clusters = 0;
+        e = staged_chunk<T, CTAS>(cols, STAGES, &chunk, &bytes);
         if (e != cudaSuccess)
             return e;
-        if (bytes > (size_t)optin - 1024)
-            return cudaErrorInvalidValue;
         auto kernel = pipe_kernel<T, CTAS, THREADS, STAGES>;
         e = ktune_launch::resident_clusters(kernel, dim3(THREADS), dim3(CTAS, 1, 1), bytes,
                                             &clusters);
