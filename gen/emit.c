@@ -164,7 +164,8 @@ int ktune_emit_space(const ktune_space *s, const ktune_emit_tools *tools, const 
     ktune_buf_printf(&d, "]])\n");
     ktune_buf_printf(&d, "m4_define([[kt4_limits]], [[");
     static const char *const limit_fields[KTUNE_NLIMITS] = {"sms", "max_threads",
-                                                            "smem_per_block", "l2_bytes", "cc"};
+                                                            "smem_per_block", "l2_bytes", "cc",
+                                                            "sm90a"};
     for (int i = 0; i < KTUNE_NLIMITS; i++)
         ktune_buf_printf(&d, "kt4_limit([[%s]], [[%s]])", ktune_limit_names[i], limit_fields[i]);
     ktune_buf_printf(&d, "]])\n");

@@ -5,7 +5,7 @@
 #include <string.h>
 
 const char *const ktune_limit_names[KTUNE_NLIMITS] = {"sms", "max_threads", "smem_per_block",
-                                                      "l2_bytes", "cc"};
+                                                      "l2_bytes", "cc", "sm90a"};
 
 typedef enum {
     OP_NUM, OP_REF, OP_NEG, OP_NOT, OP_MUL, OP_DIV, OP_MOD, OP_ADD, OP_SUB,

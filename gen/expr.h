@@ -14,8 +14,8 @@ typedef enum {
     KTUNE_REF_LIMIT      /* a device limit: index into ktune_limit_names */
 } ktune_ref_kind;
 
-#define KTUNE_NLIMITS 5
-extern const char *const ktune_limit_names[KTUNE_NLIMITS]; /* sms, max_threads, ... */
+#define KTUNE_NLIMITS 6
+extern const char *const ktune_limit_names[KTUNE_NLIMITS]; /* sms, max_threads, ..., sm90a */
 
 typedef struct ktune_expr ktune_expr;
 

@@ -39,6 +39,7 @@ void ktune_limits_from(const ktune_worker_device *d, int64_t *limits)
     limits[2] = d->smem_per_block;
     limits[3] = d->l2_bytes;
     limits[4] = d->cc;
+    limits[5] = d->sm90a;
 }
 
 /* SM and memory clocks, temperature and power of GPU gpu, as nvidia-smi reports them (through

@@ -140,8 +140,8 @@ static int spawn(ktune_worker *w, ktune_err *err)
     ktune_worker_device *d = &w->device;
     int name_at = 0;
     long long smem, l2;
-    if (sscanf(line, "H %d %d %d %lld %lld %31s %31s %n", &d->sms, &d->cc, &d->max_threads, &smem,
-               &l2, d->driver_api, d->runtime, &name_at) != 7 ||
+    if (sscanf(line, "H %d %d %d %d %lld %lld %31s %31s %n", &d->sms, &d->cc, &d->sm90a,
+               &d->max_threads, &smem, &l2, d->driver_api, d->runtime, &name_at) != 8 ||
         name_at == 0) {
         reap(w, 1, NULL, 0);
         return ktune_fail(err, "%s: unexpected first line '%s'", w->opts.program, line);

@@ -24,6 +24,7 @@ typedef struct {
     char name[256];
     int sms, cc, max_threads;
     int64_t smem_per_block, l2_bytes;
+    int sm90a; /* 1: cc 9.0 and the worker carries sm_90a code */
     char driver_api[32], runtime[32];
 } ktune_worker_device;
 

@@ -17,9 +17,9 @@
  *                                       checks, building graphs, and inside requests in all
  *   Q                                   quit
  *
- * Answers: "H <sms> <cc> <max_threads> <smem_per_block> <l2_bytes> <driver> <runtime> <name>"
- * first, then "R <id> <status> <numbers...> [detail]" a request, status ok / wrong / failed /
- * invalid. "E <message>" and exit code 2 when no device is usable. After an error that leaves the
+ * Answers: "H <sms> <cc> <sm90a> <max_threads> <smem_per_block> <l2_bytes> <driver> <runtime>
+ * <name>" first (sm90a: 1 when the device runs this build's sm_90a code), then
+ * "R <id> <status> <numbers...> [detail]" a request, status ok / wrong / failed / invalid. "E <message>" and exit code 2 when no device is usable. After an error that leaves the
  * CUDA context unusable the worker answers, then exits with code 3; the parent starts another. */
 #include <algorithm>
 #include <math.h>
@@ -778,7 +778,8 @@ int main(int argc, char **argv)
         reply("E cannot allocate the L2 flush buffer: %s\n", cudaGetErrorString(e));
         return 2;
     }
-    reply("H %d %d %d %zu %d %d.%d %d.%d %s\n", p.multiProcessorCount, p.major * 10 + p.minor,
+    const int cc = p.major * 10 + p.minor;
+    reply("H %d %d %d %d %zu %d %d.%d %d.%d %s\n", p.multiProcessorCount, cc, cc == 90 && KTUNE_SM90A,
           p.maxThreadsPerBlock, p.sharedMemPerBlockOptin, p.l2CacheSize, driver / 1000,
           (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10, p.name);
     char line[8192];

@@ -5,7 +5,6 @@
  * layer's activations, weight and output), 16-bit inputs and output, fp32 accumulation. */
 #pragma once
 
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -14,11 +13,10 @@
 #include <type_traits>
 
 #include "ktune/ktune.h"
+#include "cluster.cuh"
 #include "launch.cuh"
 
 namespace ktune_matmul_impl {
-
-namespace cg = cooperative_groups;
 
 /* Loads take 16 bytes at a time when every row of A and W starts 16-byte aligned; stores take
  * pairs when every row of C starts 4-byte aligned. */
@@ -83,6 +81,19 @@ __device__ __forceinline__ uint4 load8(const T *row, int64_t kk, int64_t k, bool
 __device__ __forceinline__ uint32_t smem_addr(const void *p)
 {
     return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* The tile (tm, tn) of block pid of a grid of tiles_m x tiles_n tiles, in grouped order: columns
+ * of GROUP_M tiles of m, so that blocks running at the same time share their tiles of A and W in
+ * L2. */
+constexpr int GROUP_M = 8;
+
+__device__ __forceinline__ void grouped_tile(int pid, int tiles_m, int tiles_n, int &tm, int &tn)
+{
+    const int per_group = GROUP_M * tiles_n, first = pid / per_group * GROUP_M;
+    const int size = min(tiles_m - first, GROUP_M);
+    tm = first + (pid % per_group) % size;
+    tn = (pid % per_group) / size;
 }
 
 /* 16 bytes global -> shared, asynchronously; bytes < 16 fills the rest with zeros. */

@@ -28,7 +28,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int n0 = blockIdx.x * ROWS;
     const bool vec = flags & VEC_LOADS;
-    const int split = SPLIT > 1 ? (int)cg::this_cluster().block_rank() : 0;
+    const int split = SPLIT > 1 ? (int)ktune_cluster::rank() : 0;
     const int64_t groups = (k + 31) / 32;
     const int64_t g_begin = groups * split / SPLIT, g_end = groups * (split + 1) / SPLIT;
 
@@ -104,18 +104,17 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
     const int begin = TILE * split / SPLIT, end = TILE * (split + 1) / SPLIT;
     if constexpr (SPLIT > 1) {
-        cg::cluster_group cluster = cg::this_cluster();
-        cluster.sync();
+        ktune_cluster::sync();
         for (int i = begin + threadIdx.x; i < end; i += WARPS * 32) {
             float s = 0;
 #pragma unroll
             for (int q = 0; q < SPLIT; q++)
-                s += cluster.map_shared_rank(part, q)[i];
+                s += ktune_cluster::map(part, q)[i];
             const int col = i / ROWS, r = i % ROWS;
             if (col < m && n0 + r < n)
                 c[(int64_t)col * n + n0 + r] = to_out<T>(s);
         }
-        cluster.sync(); /* the others' shared memory stays until every block has read it */
+        ktune_cluster::sync(); /* the others' shared memory stays until every block has read it */
     } else {
         __syncthreads();
         for (int i = begin + threadIdx.x; i < end; i += WARPS * 32) {

@@ -15,8 +15,6 @@
 
 namespace ktune_matmul_impl {
 
-constexpr int GROUP_M = 8;
-
 template <int BK> __device__ __forceinline__ int swizzle(int row, int chunk)
 {
     static_assert(BK == 32 || BK == 64, "rows of 64 or 128 bytes");
@@ -87,14 +85,11 @@ __global__ void __launch_bounds__(WM *WN * 32)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wm = warp / WN, wn = warp % WN;
     const bool vec = flags & VEC_LOADS;
 
-    /* grouped order of the tiles */
-    const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
-    const int pid = blockIdx.x, per_group = GROUP_M * tiles_n, first = pid / per_group * GROUP_M;
-    const int gsize = min(tiles_m - first, GROUP_M);
-    const int tm = first + (pid % per_group) % gsize, tn = (pid % per_group) / gsize;
+    int tm, tn;
+    grouped_tile(blockIdx.x, (m + BM - 1) / BM, (n + BN - 1) / BN, tm, tn);
     const int64_t m0 = (int64_t)tm * BM, n0 = (int64_t)tn * BN;
 
-    const int split = SPLIT > 1 ? (int)cg::this_cluster().block_rank() : 0;
+    const int split = SPLIT > 1 ? (int)ktune_cluster::rank() : 0;
     const int64_t ktiles = (k + BK - 1) / BK;
     const int64_t kt0 = ktiles * split / SPLIT, nkt = ktiles * (split + 1) / SPLIT - kt0;
 
@@ -177,22 +172,21 @@ __global__ void __launch_bounds__(WM *WN * 32)
                 *reinterpret_cast<float2 *>(&tile[(r + 8) * BN + col]) =
                     make_float2(acc[fm][fn][2], acc[fm][fn][3]);
             }
-        cg::cluster_group cluster = cg::this_cluster();
-        cluster.sync();
+        ktune_cluster::sync();
         constexpr int PAIRS = BM * BN / 2;
         const int begin = PAIRS * split / SPLIT, end = PAIRS * (split + 1) / SPLIT;
         for (int i = begin + threadIdx.x; i < end; i += THREADS) {
             float2 s = make_float2(0.f, 0.f);
 #pragma unroll
             for (int q = 0; q < SPLIT; q++) {
-                const float2 v = reinterpret_cast<const float2 *>(cluster.map_shared_rank(tile, q))[i];
+                const float2 v = reinterpret_cast<const float2 *>(ktune_cluster::map(tile, q))[i];
                 s.x += v.x;
                 s.y += v.y;
             }
             const int r = 2 * i / BN, col = 2 * i % BN;
             store_pair(c, m0 + r, n0 + col, m, n, s.x, s.y, pairs);
         }
-        cluster.sync();
+        ktune_cluster::sync();
     }
 }
 

@@ -31,6 +31,7 @@ ktune_status ktune_device_current(const ktune_device **device)
             d->max_threads = p.maxThreadsPerBlock;
             d->smem_per_block = (int64_t)p.sharedMemPerBlockOptin;
             d->l2_bytes = p.l2CacheSize;
+            d->sm90a = d->cc == 90 && KTUNE_SM90A;
             device_read[id] = 1;
         }
     }

@@ -39,6 +39,7 @@ typedef struct {
     int max_threads;
     int64_t smem_per_block; /* opt-in maximum dynamic shared memory a block */
     int64_t l2_bytes;
+    int sm90a; /* 1: compute capability 9.0, and this build carries sm_90a code (wgmma) */
 } ktune_device;
 
 typedef void (*ktune_launch_fn)(void);

@@ -5,10 +5,6 @@
 
 namespace ktune_launch {
 
-/* Launches kernel on grid x block with cluster dimensions `cluster` (1x1x1: no cluster) and smem
- * bytes of dynamic shared memory. Sets the function attributes a launch needs first: the dynamic
- * shared memory limit, and non-portable cluster sizes above 8. A launch error is returned and
- * cleared, so that the next launch does not report it again. */
 /* A launch configuration, with the cluster dimension in *attr when the cluster holds more than
  * one block. */
 inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, dim3 cluster, size_t smem,
@@ -42,6 +38,9 @@ cudaError_t set_attributes(void (*kernel)(Params...), unsigned ctas, size_t smem
     return e;
 }
 
+/* Launches kernel on grid x block with cluster dimensions `cluster` (1x1x1: no cluster) and smem
+ * bytes of dynamic shared memory. Sets the function attributes a launch needs first. A launch
+ * error is returned and cleared, so that the next launch does not report it again. */
 template <typename... Params, typename... Args>
 cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluster, size_t smem,
                    cudaStream_t s, Args... args)

@@ -3,7 +3,6 @@
  * whose pointers are not aligned to it, take the element-wise path of the same kernel. */
 #pragma once
 
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -14,6 +13,7 @@
 #include <type_traits>
 
 #include "ktune/ktune.h"
+#include "cluster.cuh"
 #include "launch.cuh"
 
 namespace ktune_softmax_impl {
@@ -182,11 +182,10 @@ __device__ __forceinline__ void cluster_publish(float m, float s, float2 *slot)
 
 template <int CTAS> __device__ __forceinline__ float cluster_collect(float m, float2 *slot)
 {
-    namespace cg = cooperative_groups;
     const int lane = threadIdx.x & 31;
     float cm = -INFINITY, cs = 0.f;
     if (lane < CTAS) {
-        const float2 p = *cg::this_cluster().map_shared_rank(slot, lane);
+        const float2 p = *ktune_cluster::map(slot, lane);
         cm = p.x;
         cs = p.y;
     }
@@ -210,7 +209,7 @@ template <int CTAS> __device__ __forceinline__ float cluster_scale(float m, floa
         return 1.f / s;
     } else {
         cluster_publish(m, s, slot);
-        cooperative_groups::this_cluster().sync();
+        ktune_cluster::sync();
         return cluster_collect<CTAS>(m, slot);
     }
 }
@@ -335,12 +334,10 @@ __global__ void __launch_bounds__(THREADS)
     cluster_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    namespace cg = cooperative_groups;
     __shared__ float smem[32];
     __shared__ float2 part;
     (void)rows;
-    cg::cluster_group cluster = cg::this_cluster();
-    const int rank = (int)cluster.block_rank();
+    const int rank = (int)ktune_cluster::rank();
     const int64_t row = blockIdx.x / CTAS;
     const int tid = threadIdx.x;
     row_in_registers<T, VEC, ITERS>(
@@ -350,10 +347,10 @@ __global__ void __launch_bounds__(THREADS)
         [&](float v) { return block_reduce<THREADS, false>(v, smem); },
         [&](float m, float s) {
             const float f = cluster_scale<CTAS>(m, s, &part);
-            __cluster_barrier_arrive(); /* done with the other blocks' shared memory */
+            ktune_cluster::arrive(); /* done with the other blocks' shared memory */
             return f;
         });
-    __cluster_barrier_wait(); /* no block leaves while another still reads its shared memory */
+    ktune_cluster::wait(); /* no block leaves while another still reads its shared memory */
 #else
     (void)x, (void)y, (void)rows, (void)cols, (void)aligned;
     __trap();
@@ -448,7 +445,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     smem_kernel(const T *x, T *y, int64_t rows, int cols, int chunk, bool aligned)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    namespace cg = cooperative_groups;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ float red[32];
     __shared__ float2 part;
@@ -456,7 +452,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     (void)rows;
     int rank = 0;
     if constexpr (CTAS > 1)
-        rank = (int)cg::this_cluster().block_rank();
+        rank = (int)ktune_cluster::rank();
     const int64_t row = blockIdx.x / CTAS;
     const int begin = rank * chunk;
     const int n = max(0, min(chunk, cols - begin));
@@ -467,10 +463,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     chunk_reduce<T, THREADS>(buf, n, red, m, sum);
     const float scale = cluster_scale<CTAS>(m, sum, &part);
     if constexpr (CTAS > 1)
-        __cluster_barrier_arrive(); /* done with the other blocks' slots */
+        ktune_cluster::arrive(); /* done with the other blocks' slots */
     chunk_write<T, THREADS>(buf, y + row * cols + begin, n, aligned, m, scale);
     if constexpr (CTAS > 1)
-        __cluster_barrier_wait(); /* no block leaves while another still reads its shared memory */
+        ktune_cluster::wait(); /* no block leaves while another still reads its shared memory */
 #else
     (void)x, (void)y, (void)rows, (void)cols, (void)chunk, (void)aligned;
     __trap();
@@ -486,7 +482,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     pipe_kernel(const T *x, T *y, int64_t rows, int cols, int chunk, bool aligned)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    namespace cg = cooperative_groups;
     static_assert(STAGES >= 2, "one buffer in use, at least one being filled");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ float red[32];
@@ -494,7 +489,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     T *const base = reinterpret_cast<T *>(smem_raw);
     int rank = 0;
     if constexpr (CTAS > 1)
-        rank = (int)cg::this_cluster().block_rank();
+        rank = (int)ktune_cluster::rank();
     const int64_t first = blockIdx.x / CTAS, clusters = gridDim.x / CTAS;
     const int begin = rank * chunk;
     const int n = max(0, min(chunk, cols - begin));
@@ -528,7 +523,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         stage = stage + 1 == STAGES ? 0 : stage + 1;
     }
     if constexpr (CTAS > 1)
-        cg::this_cluster().sync(); /* no block leaves while another still reads its shared memory */
+        ktune_cluster::sync(); /* no block leaves while another still reads its shared memory */
 #else
     (void)x, (void)y, (void)rows, (void)cols, (void)chunk, (void)aligned;
     __trap();

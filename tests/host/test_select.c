@@ -63,8 +63,8 @@ static int lines_in(const char *path)
 
 int main(void)
 {
-    ktune_device a = {"Dev A", 100, 90, 1024, 0, 0}, a_cut = {"Dev A", 90, 90, 1024, 0, 0},
-                 c = {"Dev C", 60, 80, 1024, 0, 0}, none = {"Dev D", 10, 70, 1024, 0, 0};
+    ktune_device a = {"Dev A", 100, 90, 1024, 0, 0, 1}, a_cut = {"Dev A", 90, 90, 1024, 0, 0, 1},
+                 c = {"Dev C", 60, 80, 1024, 0, 0, 0}, none = {"Dev D", 10, 70, 1024, 0, 0, 0};
     ktune_reason r;
     ktune_status st;
     char untuned[] = "/tmp/ktune-untuned-XXXXXX";

@@ -38,13 +38,13 @@ int main(int argc, char **argv)
     for (int i = 1; i < s.nshapes; i++)
         CHECK(ktune_space_key_compare(&s, s.shapes[i - 1].key, s.shapes[i].key) < 0);
 
-    const ktune_device devices[2] = {{"H", 132, 90, 1024, 232448, 52428800},
-                                     {"A", 108, 80, 512, 166912, 41943040}};
+    const ktune_device devices[2] = {{"H", 132, 90, 1024, 232448, 52428800, 1},
+                                     {"A", 108, 80, 512, 166912, 41943040, 0}};
     long agree = 0, disagree = 0, valid = 0;
     for (int dv = 0; dv < 2; dv++) {
         const ktune_device *d = &devices[dv];
         const int64_t limits[KTUNE_NLIMITS] = {d->sms, d->max_threads, d->smem_per_block,
-                                               d->l2_bytes, d->cc};
+                                               d->l2_bytes, d->cc, d->sm90a};
         for (int c = 0; c < s.nconfigs; c++)
             for (int k = 0; k < s.nshapes; k++) {
                 const ktune_space_config *cfg = &s.configs[c];
@@ -63,7 +63,7 @@ int main(int argc, char **argv)
 
     /* every shape has a valid default on both devices; only online on cc 80 beyond 1024 */
     for (int k = 0; k < s.nshapes; k++) {
-        const int64_t limits[KTUNE_NLIMITS] = {132, 1024, 232448, 52428800, 90};
+        const int64_t limits[KTUNE_NLIMITS] = {132, 1024, 232448, 52428800, 90, 1};
         CHECK(ktune_space_default_for(&s, s.shapes[k].key, limits) >= 0);
     }
     int64_t key[KTUNE_MAX_KEY];

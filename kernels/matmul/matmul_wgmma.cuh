@@ -1,0 +1,198 @@
+/* The wgmma variant (sm_90a): a warp-specialized tensor-core GEMM fed by TMA.
+ *
+ * A block of CONSUMERS + 1 warpgroups computes a BM x BN tile of C. Warpgroup 0 is the producer:
+ * one of its threads issues TMA copies of 64-wide k slices of A (BM rows) and W (BN rows) into a
+ * STAGES-deep ring of shared memory, in TMA's 128-byte swizzle, each slice completing on the
+ * stage's "full" barrier. Each consumer warpgroup owns BM / CONSUMERS rows of the tile and runs
+ * wgmma.mma_async on the ring's descriptors straight from shared memory, keeping one stage's
+ * multiplies in flight while it waits for the next, then frees the stage on its "empty" barrier.
+ * The producer gives its registers to the consumers (setmaxnreg), whose fp32 accumulators are
+ * up to 128 registers a thread.
+ *
+ * Tails in m, n and k: TMA fills parts of a box outside the matrix with zeros, and the epilogue
+ * stores only inside m x n. TMA needs 16-byte aligned rows: k % 8 == 0 (a constraint of the
+ * space) and 16-byte aligned A and W. A call whose pointers are not aligned runs the family's
+ * default tensor-core config instead. */
+#pragma once
+
+#include <cudaTypedefs.h> /* PFN_cuTensorMapEncodeTiled */
+
+#include "matmul_mma.cuh"
+#include "matmul_wgmma_ops.cuh"
+
+namespace ktune_matmul_impl {
+
+constexpr int WGMMA_BK = 64; /* a k slice: one 128-byte swizzled row of 16-bit elements */
+
+template <int BM, int BN, int STAGES> constexpr size_t wgmma_smem_bytes()
+{
+    /* the ring, two barriers a stage, and slack to align the ring to 1024 bytes */
+    return (size_t)STAGES * (BM + BN) * WGMMA_BK * 2 + (size_t)STAGES * 2 * 8 + 1024;
+}
+
+template <typename T, int BM, int BN, int CONSUMERS, int STAGES>
+__global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
+    wgmma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_w,
+                 T *__restrict__ c, int m, int n, int k, int flags)
+{
+    constexpr int WM = BM / CONSUMERS, FM = WM / 64; /* a consumer's rows, in 64-row pieces */
+    static_assert(WM % 64 == 0 && FM * BN / 2 <= 128, "64-row pieces, at most 128 accumulators");
+#ifdef KTUNE_WGMMA_DEVICE
+    constexpr uint32_t A_BYTES = BM * WGMMA_BK * 2, W_BYTES = BN * WGMMA_BK * 2;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char *const smem = smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024;
+    unsigned char *const ring_a = smem, *const ring_w = smem + STAGES * A_BYTES;
+    uint64_t *const full = reinterpret_cast<uint64_t *>(smem + STAGES * (A_BYTES + W_BYTES));
+    uint64_t *const empty = full + STAGES;
+
+    int tm, tn;
+    grouped_tile(blockIdx.x, (m + BM - 1) / BM, (n + BN - 1) / BN, tm, tn);
+    const int m0 = tm * BM, n0 = tn * BN;
+    const int ktiles = (k + WGMMA_BK - 1) / WGMMA_BK;
+    const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            barrier_init(&full[s], 1);
+            barrier_init(&empty[s], CONSUMERS);
+        }
+        barrier_init_fence();
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) {
+        if constexpr (CONSUMERS > 1)
+            registers_lower<40>();
+        if (tid == 0) {
+            for (int kt = 0, s = 0, phase = 0; kt < ktiles; kt++) {
+                barrier_wait(&empty[s], phase ^ 1); /* the consumers are done with the stage */
+                barrier_expect(&full[s], A_BYTES + W_BYTES);
+                tma_load(ring_a + s * A_BYTES, &map_a, kt * WGMMA_BK, m0, &full[s]);
+                tma_load(ring_w + s * W_BYTES, &map_w, kt * WGMMA_BK, n0, &full[s]);
+                if (++s == STAGES) {
+                    s = 0;
+                    phase ^= 1;
+                }
+            }
+        }
+        return; /* the consumers wait for every copy this thread issued */
+    }
+
+    if constexpr (CONSUMERS > 1)
+        registers_raise<232>();
+    const int consumer = warpgroup - 1;
+    float d[FM][BN / 2];
+#pragma unroll
+    for (int f = 0; f < FM; f++)
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++)
+            d[f][i] = 0.f;
+    int released = -1; /* the stage whose multiplies are still in flight */
+    for (int kt = 0, s = 0, phase = 0; kt < ktiles; kt++) {
+        barrier_wait(&full[s], phase);
+        const uint32_t a_tile = smem_addr(ring_a + s * A_BYTES) + consumer * WM * 128;
+        const uint32_t w_tile = smem_addr(ring_w + s * W_BYTES);
+#pragma unroll
+        for (int f = 0; f < FM; f++)
+            wgmma_fence_registers(d[f]);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < WGMMA_BK / 16; kk++)
+#pragma unroll
+            for (int f = 0; f < FM; f++)
+                wgmma_m64k16<T, BN>(d[f], wgmma_desc(a_tile + f * 64 * 128 + kk * 32),
+                                    wgmma_desc(w_tile + kk * 32));
+        wgmma_commit();
+#pragma unroll
+        for (int f = 0; f < FM; f++)
+            wgmma_fence_registers(d[f]);
+        wgmma_wait<1>(); /* the previous stage's multiplies are done: free it */
+        if (released >= 0 && tid == 0)
+            barrier_arrive(&empty[released]);
+        released = s;
+        if (++s == STAGES) {
+            s = 0;
+            phase ^= 1;
+        }
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int f = 0; f < FM; f++)
+        wgmma_fence_registers(d[f]);
+
+    const bool pairs = flags & PAIR_STORES;
+    const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int f = 0; f < FM; f++) {
+        const int64_t row = (int64_t)m0 + consumer * WM + f * 64 + warp * 16 + g;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+            const int64_t col = (int64_t)n0 + j * 8 + 2 * t;
+            store_pair(c, row, col, m, n, d[f][4 * j], d[f][4 * j + 1], pairs);
+            store_pair(c, row + 8, col, m, n, d[f][4 * j + 2], d[f][4 * j + 3], pairs);
+        }
+    }
+#else
+    (void)map_a, (void)map_w, (void)c, (void)m, (void)n, (void)k, (void)flags;
+#endif
+}
+
+/* cuTensorMapEncodeTiled from the driver, found once; NULL where the driver has none. */
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder()
+{
+    static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+        void *fn = nullptr;
+        cudaDriverEntryPointQueryResult found;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                             &found) != cudaSuccess ||
+            found != cudaDriverEntryPointSuccess)
+            fn = nullptr;
+        return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+    }();
+    return encode;
+}
+
+/* A TMA map of a row-major rows x k matrix of T, boxes of box_rows x 64 in 128-byte swizzle.
+ * False where TMA cannot address it. */
+template <typename T>
+inline bool tensor_map(CUtensorMap *map, const void *base, int64_t rows, int64_t k, int box_rows)
+{
+    const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+    if (!encode || (uintptr_t)base % 16 != 0 || k % 8 != 0)
+        return false;
+    const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};
+    const cuuint64_t strides[1] = {(cuuint64_t)k * sizeof(T)};
+    const cuuint32_t box[2] = {WGMMA_BK, (cuuint32_t)box_rows};
+    const cuuint32_t unit[2] = {1, 1};
+    const CUtensorMapDataType type = std::is_same<T, __nv_bfloat16>::value
+                                         ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                         : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    return encode(map, type, 2, const_cast<void *>(base), dims, strides, box, unit,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* The family's default tensor-core config (spaces/matmul.yaml), for what TMA cannot load. */
+using wgmma_fallback = mma_launcher<128, 128, 32, 2, 2, 4, 1>;
+
+template <int BM, int BN, int CONSUMERS, int STAGES> struct wgmma_launcher {
+    template <typename T>
+    static cudaError_t run(const void *a, const void *w, void *c, int64_t m, int64_t n, int64_t k,
+                           cudaStream_t s)
+    {
+        if (!KTUNE_SM90A) /* the kernel has no code in this build */
+            return cudaErrorNotSupported;
+        const int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
+        if (tiles > INT32_MAX || k > INT32_MAX)
+            return cudaErrorInvalidValue;
+        CUtensorMap map_a, map_w;
+        if (!tensor_map<T>(&map_a, a, m, k, BM) || !tensor_map<T>(&map_w, w, n, k, BN))
+            return wgmma_fallback::run<T>(a, w, c, m, n, k, s);
+        return ktune_launch::launch(wgmma_kernel<T, BM, BN, CONSUMERS, STAGES>, dim3((unsigned)tiles),
+                                    dim3((CONSUMERS + 1) * 128), dim3(1, 1, 1),
+                                    wgmma_smem_bytes<BM, BN, STAGES>(), s, map_a, map_w, (T *)c,
+                                    (int)m, (int)n, (int)k, layout_flags<T>(a, w, c, n, k));
+    }
+};
+
+} // namespace ktune_matmul_impl

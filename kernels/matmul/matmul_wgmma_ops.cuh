@@ -1,0 +1,188 @@
+/* The sm_90a instructions of the wgmma variant, one wrapper each: warpgroup matrix multiplies on
+ * shared-memory descriptors, tensor-memory-access (TMA) tile loads, transaction barriers and
+ * register reallocation between warpgroups.
+ *
+ * Only code compiled for sm_90a may execute these (KTUNE_WGMMA_DEVICE below); the kernels that
+ * call them compile to an empty body elsewhere and are never launched there. */
+#pragma once
+
+#include <cuda.h> /* CUtensorMap */
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "matmul_common.cuh"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define KTUNE_WGMMA_DEVICE 1
+#endif
+
+namespace ktune_matmul_impl {
+
+/* A shared-memory matrix descriptor for a K-major tile of rows of 128 bytes (64 16-bit
+ * elements), stored as TMA's 128-byte swizzle writes it: 8-row atoms of 1024 bytes, one after
+ * the other. addr is the tile's shared address plus the byte offset of a 16-wide k step within
+ * the row (0, 32, 64, 96); the tile starts 1024-byte aligned. */
+__device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr)
+{
+    return (uint64_t)((addr & 0x3FFFF) >> 4) /* start address */
+           | (uint64_t)1 << 16                /* leading byte offset (unused when swizzled) */
+           | (uint64_t)(1024 >> 4) << 32      /* stride byte offset: from one 8-row atom to the next */
+           | (uint64_t)1 << 62;               /* 128-byte swizzle */
+}
+
+#define KTUNE_WGMMA_R64                                                                            \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "   \
+    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define KTUNE_WGMMA_R128                                                                           \
+    KTUNE_WGMMA_R64 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "     \
+                    "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, "  \
+                    "%61, %62, %63"
+#define KTUNE_WGMMA_R256                                                                           \
+    KTUNE_WGMMA_R128 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, "    \
+                     "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, " \
+                     "%93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, "     \
+                     "%106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, "    \
+                     "%118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define KTUNE_WGMMA_F8(i)                                                                          \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),    \
+        "+f"(d[i + 6]), "+f"(d[i + 7])
+#define KTUNE_WGMMA_F32(i)                                                                         \
+    KTUNE_WGMMA_F8(i), KTUNE_WGMMA_F8(i + 8), KTUNE_WGMMA_F8(i + 16), KTUNE_WGMMA_F8(i + 24)
+#define KTUNE_WGMMA_D64 KTUNE_WGMMA_F32(0)
+#define KTUNE_WGMMA_D128 KTUNE_WGMMA_F32(0), KTUNE_WGMMA_F32(32)
+#define KTUNE_WGMMA_D256 KTUNE_WGMMA_F32(0), KTUNE_WGMMA_F32(32), KTUNE_WGMMA_F32(64), KTUNE_WGMMA_F32(96)
+/* d (64 x N, fp32) += a (64 x 16, descriptor da) * b (N x 16, descriptor db)^T; A, B, S are the
+ * operand numbers of da, db and the scale-d flag (always 1: accumulate). */
+#define KTUNE_WGMMA_(N, TY, A, B, S)                                                               \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #S ", 0;\n"                                  \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" KTUNE_WGMMA_R##N \
+                 "}, %" #A ", %" #B ", p, 1, 1, 0, 0;\n}\n"                                        \
+                 : KTUNE_WGMMA_D##N                                                                \
+                 : "l"(da), "l"(db), "n"(1))
+
+/* One warpgroup's d (64 x N) += a b^T over a 16-wide k step; both tiles K-major in shared
+ * memory. d holds the warpgroup's accumulator fragment: thread t of warp w has rows
+ * 16 w + t / 4 and 16 w + t / 4 + 8, columns 8 j + 2 (t % 4) and the next, in
+ * d[4 j .. 4 j + 3]. */
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], uint64_t da, uint64_t db)
+{
+#ifdef KTUNE_WGMMA_DEVICE
+    constexpr bool bf16 = std::is_same<T, __nv_bfloat16>::value;
+    if constexpr (N == 64) {
+        if constexpr (bf16)
+            KTUNE_WGMMA_(64, "bf16", 32, 33, 34);
+        else
+            KTUNE_WGMMA_(64, "f16", 32, 33, 34);
+    } else if constexpr (N == 128) {
+        if constexpr (bf16)
+            KTUNE_WGMMA_(128, "bf16", 64, 65, 66);
+        else
+            KTUNE_WGMMA_(128, "f16", 64, 65, 66);
+    } else {
+        static_assert(N == 256, "N of 64, 128 or 256");
+        if constexpr (bf16)
+            KTUNE_WGMMA_(256, "bf16", 128, 129, 130);
+        else
+            KTUNE_WGMMA_(256, "f16", 128, 129, 130);
+    }
+#else
+    (void)d, (void)da, (void)db;
+#endif
+}
+
+#undef KTUNE_WGMMA_
+#undef KTUNE_WGMMA_D256
+#undef KTUNE_WGMMA_D128
+#undef KTUNE_WGMMA_D64
+#undef KTUNE_WGMMA_F32
+#undef KTUNE_WGMMA_F8
+#undef KTUNE_WGMMA_R256
+#undef KTUNE_WGMMA_R128
+#undef KTUNE_WGMMA_R64
+
+/* Keeps the compiler from moving reads or writes of an accumulator across the asynchronous
+ * multiplies (which it cannot see use the registers). */
+template <int R> __device__ __forceinline__ void wgmma_fence_registers(float (&d)[R])
+{
+#pragma unroll
+    for (int i = 0; i < R; i++)
+        asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#ifdef KTUNE_WGMMA_DEVICE
+/* Orders this warpgroup's register and shared-memory accesses before the next multiplies. */
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+
+/* Closes a group of multiplies issued since the last commit. */
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+
+/* Waits until at most N of this warpgroup's groups are still running. */
+template <int N> __device__ __forceinline__ void wgmma_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+/* Sets the register count of every thread of this warpgroup to R: lower hands registers back to
+ * the multiprocessor, raise takes them (waiting until other warpgroups have lowered theirs). */
+template <int R> __device__ __forceinline__ void registers_lower()
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <int R> __device__ __forceinline__ void registers_raise()
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+
+__device__ __forceinline__ void barrier_init(uint64_t *bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count)
+                 : "memory");
+}
+
+/* Makes initialized barriers visible to the asynchronous (TMA) proxy. */
+__device__ __forceinline__ void barrier_init_fence()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+/* One arrival, announcing `bytes` more that TMA will deliver to complete the phase. */
+__device__ __forceinline__ void barrier_expect(uint64_t *bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
+                 "r"(bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void barrier_arrive(uint64_t *bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+
+/* Waits until the phase of the given parity has completed. A fresh barrier is in phase 0, so
+ * waiting for parity 1 returns at once. */
+__device__ __forceinline__ void barrier_wait(uint64_t *bar, int parity)
+{
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(smem_addr(bar)), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+
+/* TMA: the box of map at (x, y) (x along the contiguous dimension) into shared memory at dst,
+ * completing its bytes on bar. Parts of the box outside the tensor arrive as zeros. */
+__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int x, int y, uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(smem_addr(bar))
+                 : "memory");
+}
+#endif
+
+} // namespace ktune_matmul_impl
