@@ -1,13 +1,15 @@
 /* The wgmma variant (sm_90a): a warp-specialized tensor-core GEMM fed by TMA.
  *
- * A block of CONSUMERS + 1 warpgroups computes a BM x BN tile of C. Warpgroup 0 is the producer:
- * one of its threads issues TMA copies of 64-wide k slices of A (BM rows) and W (BN rows) into a
- * STAGES-deep ring of shared memory, in TMA's 128-byte swizzle, each slice completing on the
- * stage's "full" barrier. Each consumer warpgroup owns BM / CONSUMERS rows of the tile and runs
- * wgmma.mma_async on the ring's descriptors straight from shared memory, keeping one stage's
- * multiplies in flight while it waits for the next, then frees the stage on its "empty" barrier.
- * The producer gives its registers to the consumers (setmaxnreg), whose fp32 accumulators are
- * up to 128 registers a thread.
+ * Persistent blocks of CONSUMERS + 1 warpgroups take BM x BN tiles of C in turn (block b: tiles
+ * b, b + grid, ..., in grouped order). Warpgroup 0 is the producer: one of its threads issues TMA
+ * copies of 64-wide k slices of A (BM rows) and W (BN rows) into a STAGES-deep ring of shared
+ * memory, in TMA's 128-byte swizzle, each slice completing on the stage's "full" barrier. Each
+ * consumer warpgroup owns BM / CONSUMERS rows of the tile and runs wgmma.mma_async on the ring's
+ * descriptors straight from shared memory, keeping one stage's multiplies in flight while it
+ * waits for the next, then frees the stage on its "empty" barrier. The ring runs on across
+ * tiles, so the next tile's slices arrive while the consumers store this one. The producer gives
+ * its registers to the consumers (setmaxnreg), whose fp32 accumulators are up to 128 registers a
+ * thread.
  *
  * Tails in m, n and k: TMA fills parts of a box outside the matrix with zeros, and the epilogue
  * stores only inside m x n. TMA needs 16-byte aligned rows: k % 8 == 0 (a constraint of the
@@ -30,6 +32,21 @@ template <int BM, int BN, int STAGES> constexpr size_t wgmma_smem_bytes()
     return (size_t)STAGES * (BM + BN) * WGMMA_BK * 2 + (size_t)STAGES * 2 * 8 + 1024;
 }
 
+/* A warp's part of a 64 x N accumulator fragment (rows row0 .. row0 + 15 of C, columns col0 ..
+ * col0 + N - 1; see wgmma_m64k16), stored as 16-bit values inside m x n. */
+template <typename T, int N>
+__device__ __forceinline__ void store_fragment(T *c, int64_t row0, int64_t col0, int m, int n,
+                                               const float (&d)[N / 2], int lane, bool pairs)
+{
+    const int64_t row = row0 + lane / 4;
+#pragma unroll
+    for (int j = 0; j < N / 8; j++) {
+        const int64_t col = col0 + j * 8 + 2 * (lane % 4);
+        store_pair(c, row, col, m, n, d[4 * j], d[4 * j + 1], pairs);
+        store_pair(c, row + 8, col, m, n, d[4 * j + 2], d[4 * j + 3], pairs);
+    }
+}
+
 template <typename T, int BM, int BN, int CONSUMERS, int STAGES>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     wgmma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_w,
@@ -45,9 +62,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     uint64_t *const full = reinterpret_cast<uint64_t *>(smem + STAGES * (A_BYTES + W_BYTES));
     uint64_t *const empty = full + STAGES;
 
-    int tm, tn;
-    grouped_tile(blockIdx.x, (m + BM - 1) / BM, (n + BN - 1) / BN, tm, tn);
-    const int m0 = tm * BM, n0 = tn * BN;
+    const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN, tiles = tiles_m * tiles_n;
     const int ktiles = (k + WGMMA_BK - 1) / WGMMA_BK;
     const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
 
@@ -64,14 +79,19 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         if constexpr (CONSUMERS > 1)
             registers_lower<40>();
         if (tid == 0) {
-            for (int kt = 0, s = 0, phase = 0; kt < ktiles; kt++) {
-                barrier_wait(&empty[s], phase ^ 1); /* the consumers are done with the stage */
-                barrier_expect(&full[s], A_BYTES + W_BYTES);
-                tma_load(ring_a + s * A_BYTES, &map_a, kt * WGMMA_BK, m0, &full[s]);
-                tma_load(ring_w + s * W_BYTES, &map_w, kt * WGMMA_BK, n0, &full[s]);
-                if (++s == STAGES) {
-                    s = 0;
-                    phase ^= 1;
+            int s = 0, phase = 0;
+            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                int tm, tn;
+                grouped_tile(tile, tiles_m, tiles_n, tm, tn);
+                for (int kt = 0; kt < ktiles; kt++) {
+                    barrier_wait(&empty[s], phase ^ 1); /* the consumers are done with the stage */
+                    barrier_expect(&full[s], A_BYTES + W_BYTES);
+                    tma_load(ring_a + s * A_BYTES, &map_a, kt * WGMMA_BK, tm * BM, &full[s]);
+                    tma_load(ring_w + s * W_BYTES, &map_w, kt * WGMMA_BK, tn * BN, &full[s]);
+                    if (++s == STAGES) {
+                        s = 0;
+                        phase ^= 1;
+                    }
                 }
             }
         }
@@ -81,56 +101,56 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     if constexpr (CONSUMERS > 1)
         registers_raise<232>();
     const int consumer = warpgroup - 1;
+    const int warp = tid / 32, lane = tid % 32;
     float d[FM][BN / 2];
-#pragma unroll
-    for (int f = 0; f < FM; f++)
-#pragma unroll
-        for (int i = 0; i < BN / 2; i++)
-            d[f][i] = 0.f;
-    int released = -1; /* the stage whose multiplies are still in flight */
-    for (int kt = 0, s = 0, phase = 0; kt < ktiles; kt++) {
-        barrier_wait(&full[s], phase);
-        const uint32_t a_tile = smem_addr(ring_a + s * A_BYTES) + consumer * WM * 128;
-        const uint32_t w_tile = smem_addr(ring_w + s * W_BYTES);
+    int s = 0, phase = 0; /* the ring's next stage, and the parity of its fill */
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
 #pragma unroll
         for (int f = 0; f < FM; f++)
-            wgmma_fence_registers(d[f]);
-        wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < WGMMA_BK / 16; kk++)
+            for (int i = 0; i < BN / 2; i++)
+                d[f][i] = 0.f;
+        int released = -1; /* the stage whose multiplies are still in flight */
+        for (int kt = 0; kt < ktiles; kt++) {
+            barrier_wait(&full[s], phase);
+            const uint32_t a_tile = smem_addr(ring_a + s * A_BYTES) + consumer * WM * 128;
+            const uint32_t w_tile = smem_addr(ring_w + s * W_BYTES);
 #pragma unroll
             for (int f = 0; f < FM; f++)
-                wgmma_m64k16<T, BN>(d[f], wgmma_desc(a_tile + f * 64 * 128 + kk * 32),
-                                    wgmma_desc(w_tile + kk * 32));
-        wgmma_commit();
+                wgmma_fence_registers(d[f]);
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < WGMMA_BK / 16; kk++)
+#pragma unroll
+                for (int f = 0; f < FM; f++)
+                    wgmma_m64k16<T, BN>(d[f], wgmma_desc(a_tile + f * 64 * 128 + kk * 32),
+                                        wgmma_desc(w_tile + kk * 32));
+            wgmma_commit();
+#pragma unroll
+            for (int f = 0; f < FM; f++)
+                wgmma_fence_registers(d[f]);
+            wgmma_wait<1>(); /* the previous stage's multiplies are done: free it */
+            if (released >= 0 && tid == 0)
+                barrier_arrive(&empty[released]);
+            released = s;
+            if (++s == STAGES) {
+                s = 0;
+                phase ^= 1;
+            }
+        }
+        wgmma_wait<0>();
 #pragma unroll
         for (int f = 0; f < FM; f++)
             wgmma_fence_registers(d[f]);
-        wgmma_wait<1>(); /* the previous stage's multiplies are done: free it */
-        if (released >= 0 && tid == 0)
+        if (tid == 0) /* the producer fills it with the next tile's slices while this one stores */
             barrier_arrive(&empty[released]);
-        released = s;
-        if (++s == STAGES) {
-            s = 0;
-            phase ^= 1;
-        }
-    }
-    wgmma_wait<0>();
-#pragma unroll
-    for (int f = 0; f < FM; f++)
-        wgmma_fence_registers(d[f]);
 
-    const bool pairs = flags & PAIR_STORES;
-    const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+        int tm, tn;
+        grouped_tile(tile, tiles_m, tiles_n, tm, tn);
 #pragma unroll
-    for (int f = 0; f < FM; f++) {
-        const int64_t row = (int64_t)m0 + consumer * WM + f * 64 + warp * 16 + g;
-#pragma unroll
-        for (int j = 0; j < BN / 8; j++) {
-            const int64_t col = (int64_t)n0 + j * 8 + 2 * t;
-            store_pair(c, row, col, m, n, d[f][4 * j], d[f][4 * j + 1], pairs);
-            store_pair(c, row + 8, col, m, n, d[f][4 * j + 2], d[f][4 * j + 3], pairs);
-        }
+        for (int f = 0; f < FM; f++)
+            store_fragment<T, BN>(c, (int64_t)tm * BM + consumer * WM + f * 64 + warp * 16,
+                                  (int64_t)tn * BN, m, n, d[f], lane, flags & PAIR_STORES);
     }
 #else
     (void)map_a, (void)map_w, (void)c, (void)m, (void)n, (void)k, (void)flags;
@@ -188,10 +208,18 @@ template <int BM, int BN, int CONSUMERS, int STAGES> struct wgmma_launcher {
         CUtensorMap map_a, map_w;
         if (!tensor_map<T>(&map_a, a, m, k, BM) || !tensor_map<T>(&map_w, w, n, k, BN))
             return wgmma_fallback::run<T>(a, w, c, m, n, k, s);
-        return ktune_launch::launch(wgmma_kernel<T, BM, BN, CONSUMERS, STAGES>, dim3((unsigned)tiles),
-                                    dim3((CONSUMERS + 1) * 128), dim3(1, 1, 1),
-                                    wgmma_smem_bytes<BM, BN, STAGES>(), s, map_a, map_w, (T *)c,
-                                    (int)m, (int)n, (int)k, layout_flags<T>(a, w, c, n, k));
+        const auto kernel = wgmma_kernel<T, BM, BN, CONSUMERS, STAGES>;
+        const dim3 block((CONSUMERS + 1) * 128);
+        constexpr size_t smem = wgmma_smem_bytes<BM, BN, STAGES>();
+        int resident = 0;
+        cudaError_t e = ktune_launch::resident_clusters(kernel, block, dim3(1, 1, 1), smem, &resident);
+        if (e != cudaSuccess)
+            return e;
+        if (resident < 1)
+            return cudaErrorInvalidConfiguration;
+        const unsigned grid = (unsigned)(tiles < resident ? tiles : resident);
+        return ktune_launch::launch(kernel, dim3(grid), block, dim3(1, 1, 1), smem, s, map_a, map_w,
+                                    (T *)c, (int)m, (int)n, (int)k, layout_flags<T>(a, w, c, n, k));
     }
 };
 
