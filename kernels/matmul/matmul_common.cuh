@@ -19,8 +19,9 @@
 namespace ktune_matmul_impl {
 
 /* Loads take 16 bytes at a time when every row of A and W starts 16-byte aligned; stores take
- * pairs when every row of C starts 4-byte aligned. */
-enum { VEC_LOADS = 1, PAIR_STORES = 2 };
+ * pairs when every row of C starts 4-byte aligned, and (wgmma) go through TMA when every row of C
+ * starts 16-byte aligned. */
+enum { VEC_LOADS = 1, PAIR_STORES = 2, TMA_STORES = 4 };
 
 template <typename T> inline int layout_flags(const void *a, const void *w, const void *c, int64_t n,
                                               int64_t k)
@@ -127,6 +128,13 @@ template <> __device__ __forceinline__ __nv_bfloat16 to_out<__nv_bfloat16>(float
     return __float2bfloat16_rn(v);
 }
 
+/* x and y as two 16-bit values, x in the low half (the lower address). */
+template <typename T> __device__ __forceinline__ uint32_t pack2(float x, float y)
+{
+    const T v[2] = {to_out<T>(x), to_out<T>(y)};
+    return *reinterpret_cast<const uint32_t *>(v);
+}
+
 /* C[row][col] = x and C[row][col + 1] = y, for the parts inside m x n. */
 template <typename T>
 __device__ __forceinline__ void store_pair(T *c, int64_t row, int64_t col, int64_t m, int64_t n,
@@ -136,8 +144,7 @@ __device__ __forceinline__ void store_pair(T *c, int64_t row, int64_t col, int64
         return;
     T *p = c + row * n + col;
     if (pairs && col + 1 < n) {
-        T v[2] = {to_out<T>(x), to_out<T>(y)};
-        *reinterpret_cast<uint32_t *>(p) = *reinterpret_cast<const uint32_t *>(v);
+        *reinterpret_cast<uint32_t *>(p) = pack2<T>(x, y);
         return;
     }
     p[0] = to_out<T>(x);

@@ -11,10 +11,15 @@
  * its registers to the consumers (setmaxnreg), whose fp32 accumulators are up to 128 registers a
  * thread.
  *
- * Tails in m, n and k: TMA fills parts of a box outside the matrix with zeros, and the epilogue
- * stores only inside m x n. TMA needs 16-byte aligned rows: k % 8 == 0 (a constraint of the
- * space) and 16-byte aligned A and W. A call whose pointers are not aligned runs the family's
- * default tensor-core config instead. */
+ * A consumer writes its share of a finished tile in 64 x 64 chunks into one of two staging
+ * buffers (128-byte swizzle again, so that the writes are free of bank conflicts), and one of its
+ * threads hands each chunk to a TMA store; the warpgroup goes on to the next tile while the
+ * stores drain. Rows of C that are not 16-byte aligned (n % 8 != 0) are stored from registers.
+ *
+ * Tails in m, n and k: TMA fills parts of a box outside the matrix with zeros and stores only
+ * inside it. TMA needs 16-byte aligned rows: k % 8 == 0 (a constraint of the space) and 16-byte
+ * aligned A and W. A call whose pointers are not aligned runs the family's default tensor-core
+ * config instead. */
 #pragma once
 
 #include <cudaTypedefs.h> /* PFN_cuTensorMapEncodeTiled */
@@ -24,12 +29,15 @@
 
 namespace ktune_matmul_impl {
 
-constexpr int WGMMA_BK = 64; /* a k slice: one 128-byte swizzled row of 16-bit elements */
+constexpr int WGMMA_BK = 64;          /* a k slice: one 128-byte swizzled row of 16-bit elements */
+constexpr int STAGING_BYTES = 64 * 128; /* a staging buffer: 64 x 64 16-bit values of C */
 
-template <int BM, int BN, int STAGES> constexpr size_t wgmma_smem_bytes()
+template <int BM, int BN, int CONSUMERS, int STAGES> constexpr size_t wgmma_smem_bytes()
 {
-    /* the ring, two barriers a stage, and slack to align the ring to 1024 bytes */
-    return (size_t)STAGES * (BM + BN) * WGMMA_BK * 2 + (size_t)STAGES * 2 * 8 + 1024;
+    /* the ring, two staging buffers a consumer, two barriers a stage, and slack to align the ring
+     * to 1024 bytes */
+    return (size_t)STAGES * (BM + BN) * WGMMA_BK * 2 + (size_t)CONSUMERS * 2 * STAGING_BYTES +
+           (size_t)STAGES * 2 * 8 + 1024;
 }
 
 /* A warp's part of a 64 x N accumulator fragment (rows row0 .. row0 + 15 of C, columns col0 ..
@@ -47,19 +55,54 @@ __device__ __forceinline__ void store_fragment(T *c, int64_t row0, int64_t col0,
     }
 }
 
+#ifdef KTUNE_WGMMA_DEVICE
+/* A consumer warpgroup's 64 x N accumulator piece (rows row0 .., columns col0 ..) into C through
+ * TMA: 64-column chunks, each written into the staging buffer the store before last has finished
+ * reading, then stored by thread 0. buffer says which of the two is next. */
+template <typename T, int N>
+__device__ __forceinline__ void store_fragment_tma(const CUtensorMap *map_c, unsigned char *staging,
+                                                   int &buffer, int row0, int col0,
+                                                   const float (&d)[N / 2], int tid, int consumer)
+{
+    const int r = tid / 32 * 16 + tid % 32 / 4, t = tid % 4; /* rows r and r + 8; r % 8 == tid % 32 / 4 */
+#pragma unroll
+    for (int chunk = 0; chunk < N / 64; chunk++) {
+        unsigned char *const buf = staging + buffer * STAGING_BYTES;
+        if (tid == 0)
+            tma_store_wait_read<1>();
+        warpgroup_sync(consumer);
+#pragma unroll
+        for (int jj = 0; jj < 8; jj++) {
+            const int j = chunk * 8 + jj, swizzled = (jj ^ (r & 7)) * 16 + 4 * t;
+            *reinterpret_cast<uint32_t *>(buf + r * 128 + swizzled) = pack2<T>(d[4 * j], d[4 * j + 1]);
+            *reinterpret_cast<uint32_t *>(buf + (r + 8) * 128 + swizzled) =
+                pack2<T>(d[4 * j + 2], d[4 * j + 3]);
+        }
+        tma_store_fence();
+        warpgroup_sync(consumer);
+        if (tid == 0)
+            tma_store(map_c, col0 + chunk * 64, row0, buf);
+        buffer ^= 1;
+    }
+}
+#endif
+
 template <typename T, int BM, int BN, int CONSUMERS, int STAGES>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     wgmma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_w,
-                 T *__restrict__ c, int m, int n, int k, int flags)
+                 const __grid_constant__ CUtensorMap map_c, T *__restrict__ c, int m, int n, int k,
+                 int flags)
 {
     constexpr int WM = BM / CONSUMERS, FM = WM / 64; /* a consumer's rows, in 64-row pieces */
     static_assert(WM % 64 == 0 && FM * BN / 2 <= 128, "64-row pieces, at most 128 accumulators");
+    static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 #ifdef KTUNE_WGMMA_DEVICE
     constexpr uint32_t A_BYTES = BM * WGMMA_BK * 2, W_BYTES = BN * WGMMA_BK * 2;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char *const smem = smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024;
     unsigned char *const ring_a = smem, *const ring_w = smem + STAGES * A_BYTES;
-    uint64_t *const full = reinterpret_cast<uint64_t *>(smem + STAGES * (A_BYTES + W_BYTES));
+    unsigned char *const staging = smem + STAGES * (A_BYTES + W_BYTES);
+    uint64_t *const full = reinterpret_cast<uint64_t *>(staging + CONSUMERS * 2 * STAGING_BYTES);
     uint64_t *const empty = full + STAGES;
 
     const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN, tiles = tiles_m * tiles_n;
@@ -102,6 +145,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         registers_raise<232>();
     const int consumer = warpgroup - 1;
     const int warp = tid / 32, lane = tid % 32;
+    int buffer = 0; /* the next staging buffer of this consumer */
     float d[FM][BN / 2];
     int s = 0, phase = 0; /* the ring's next stage, and the parity of its fill */
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
@@ -147,13 +191,21 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 
         int tm, tn;
         grouped_tile(tile, tiles_m, tiles_n, tm, tn);
+        const int row0 = tm * BM + consumer * WM, col0 = tn * BN;
 #pragma unroll
-        for (int f = 0; f < FM; f++)
-            store_fragment<T, BN>(c, (int64_t)tm * BM + consumer * WM + f * 64 + warp * 16,
-                                  (int64_t)tn * BN, m, n, d[f], lane, flags & PAIR_STORES);
+        for (int f = 0; f < FM; f++) {
+            if (flags & TMA_STORES)
+                store_fragment_tma<T, BN>(&map_c, staging + consumer * 2 * STAGING_BYTES, buffer,
+                                          row0 + f * 64, col0, d[f], tid, consumer);
+            else
+                store_fragment<T, BN>(c, (int64_t)row0 + f * 64 + warp * 16, col0, m, n, d[f],
+                                      lane, flags & PAIR_STORES);
+        }
     }
+    if (tid == 0)
+        tma_store_wait_all(); /* shared memory stays until the last store has read it */
 #else
-    (void)map_a, (void)map_w, (void)c, (void)m, (void)n, (void)k, (void)flags;
+    (void)map_a, (void)map_w, (void)map_c, (void)c, (void)m, (void)n, (void)k, (void)flags;
 #endif
 }
 
@@ -172,16 +224,16 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder()
     return encode;
 }
 
-/* A TMA map of a row-major rows x k matrix of T, boxes of box_rows x 64 in 128-byte swizzle.
+/* A TMA map of a row-major rows x cols matrix of T, boxes of box_rows x 64 in 128-byte swizzle.
  * False where TMA cannot address it. */
 template <typename T>
-inline bool tensor_map(CUtensorMap *map, const void *base, int64_t rows, int64_t k, int box_rows)
+inline bool tensor_map(CUtensorMap *map, const void *base, int64_t rows, int64_t cols, int box_rows)
 {
     const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-    if (!encode || (uintptr_t)base % 16 != 0 || k % 8 != 0)
+    if (!encode || (uintptr_t)base % 16 != 0 || cols % 8 != 0)
         return false;
-    const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};
-    const cuuint64_t strides[1] = {(cuuint64_t)k * sizeof(T)};
+    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+    const cuuint64_t strides[1] = {(cuuint64_t)cols * sizeof(T)};
     const cuuint32_t box[2] = {WGMMA_BK, (cuuint32_t)box_rows};
     const cuuint32_t unit[2] = {1, 1};
     const CUtensorMapDataType type = std::is_same<T, __nv_bfloat16>::value
@@ -205,12 +257,17 @@ template <int BM, int BN, int CONSUMERS, int STAGES> struct wgmma_launcher {
         const int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
         if (tiles > INT32_MAX || k > INT32_MAX)
             return cudaErrorInvalidValue;
-        CUtensorMap map_a, map_w;
+        CUtensorMap map_a, map_w, map_c;
         if (!tensor_map<T>(&map_a, a, m, k, BM) || !tensor_map<T>(&map_w, w, n, k, BN))
             return wgmma_fallback::run<T>(a, w, c, m, n, k, s);
+        int flags = layout_flags<T>(a, w, c, n, k);
+        if (tensor_map<T>(&map_c, c, m, n, 64))
+            flags |= TMA_STORES;
+        else
+            map_c = map_a; /* unused */
         const auto kernel = wgmma_kernel<T, BM, BN, CONSUMERS, STAGES>;
         const dim3 block((CONSUMERS + 1) * 128);
-        constexpr size_t smem = wgmma_smem_bytes<BM, BN, STAGES>();
+        constexpr size_t smem = wgmma_smem_bytes<BM, BN, CONSUMERS, STAGES>();
         int resident = 0;
         cudaError_t e = ktune_launch::resident_clusters(kernel, block, dim3(1, 1, 1), smem, &resident);
         if (e != cudaSuccess)
@@ -219,7 +276,7 @@ template <int BM, int BN, int CONSUMERS, int STAGES> struct wgmma_launcher {
             return cudaErrorInvalidConfiguration;
         const unsigned grid = (unsigned)(tiles < resident ? tiles : resident);
         return ktune_launch::launch(kernel, dim3(grid), block, dim3(1, 1, 1), smem, s, map_a, map_w,
-                                    (T *)c, (int)m, (int)n, (int)k, layout_flags<T>(a, w, c, n, k));
+                                    map_c, (T *)c, (int)m, (int)n, (int)k, flags);
     }
 };
 

@@ -174,6 +174,38 @@ __device__ __forceinline__ void barrier_wait(uint64_t *bar, int parity)
     } while (!done);
 }
 
+/* A barrier of the 128 threads of consumer warpgroup `consumer` (0 or 1): named barrier 1 or 2,
+ * as 0 is __syncthreads. Immediate ids, so that the kernel holds three barriers, not all 16. */
+__device__ __forceinline__ void warpgroup_sync(int consumer)
+{
+    if (consumer == 0)
+        asm volatile("bar.sync 1, 128;\n" ::: "memory");
+    else
+        asm volatile("bar.sync 2, 128;\n" ::: "memory");
+}
+
+/* Makes this thread's shared-memory writes visible to TMA (the asynchronous proxy). */
+__device__ __forceinline__ void tma_store_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+/* TMA: shared memory at src into the box of map at (x, y); parts outside the tensor are not
+ * written. Commits the store as one bulk group. */
+__device__ __forceinline__ void tma_store(const CUtensorMap *map, int x, int y, const void *src)
+{
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
+                 "cp.async.bulk.commit_group;\n" ::"l"(reinterpret_cast<uint64_t>(map)),
+                 "r"(x), "r"(y), "r"(smem_addr(src))
+                 : "memory");
+}
+
+/* Waits until at most N of this thread's bulk stores still read shared memory. */
+template <int N> __device__ __forceinline__ void tma_store_wait_read()
+{
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+
+/* Waits until every bulk store of this thread is complete. */
+__device__ __forceinline__ void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
 /* TMA: the box of map at (x, y) (x along the contiguous dimension) into shared memory at dst,
  * completing its bytes on bar. Parts of the box outside the tensor arrive as zeros. */
 __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int x, int y, uint64_t *bar)
