@@ -34,6 +34,26 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
     return __float2bfloat16_rn(v);
 }
 
+/* Two 16-bit elements held in one register, low half first. Volatile, so that the compiler
+ * converts again each time rather than keeping the floats of a whole row alive (which would undo
+ * the point of holding 16-bit elements). */
+template <typename T> __device__ __forceinline__ float2 unpack2(uint32_t w);
+template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t w)
+{
+    float2 f;
+    asm volatile("{\n.reg .f16 lo, hi;\nmov.b32 {lo, hi}, %2;\ncvt.f32.f16 %0, lo;\n"
+                 "cvt.f32.f16 %1, hi;\n}\n"
+                 : "=f"(f.x), "=f"(f.y)
+                 : "r"(w));
+    return f;
+}
+template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t w)
+{
+    float2 f;
+    asm volatile("shl.b32 %0, %2, 16;\nand.b32 %1, %2, 0xffff0000;\n" : "=f"(f.x), "=f"(f.y) : "r"(w));
+    return f;
+}
+
 template <typename T, int VEC> struct alignas(sizeof(T) * VEC) pack {
     T v[VEC];
 };
@@ -216,13 +236,57 @@ template <int CTAS> __device__ __forceinline__ float cluster_scale(float m, floa
 
 /* Row in registers: max, exponentials (one each), sum, scaled store. index(it) gives the
  * element index of the it-th vector of this thread; scale(m, s) turns the max and the sum of
- * this thread's reduction into the factor of its exponentials. */
-template <typename T, int VEC, int ITERS, typename Index, typename Max, typename Sum,
-          typename Scale>
+ * this thread's reduction into the factor of its exponentials.
+ *
+ * RAW keeps the elements as loaded (16-bit types: half the registers of fp32, so twice the bytes
+ * of a row in flight for the same registers) and computes each exponential twice, for the sum and
+ * for the store, instead of keeping them. */
+template <typename T, int VEC, int ITERS, bool RAW = false, typename Index, typename Max,
+          typename Sum, typename Scale>
 __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, bool aligned,
                                                  Index index, Max reduce_max, Sum reduce_sum,
                                                  Scale scale)
 {
+    if constexpr (RAW) {
+        static_assert(sizeof(T) == 2 && VEC % 2 == 0, "pairs of 16-bit elements");
+        uint32_t raw[ITERS][VEC / 2]; /* two elements a register */
+        float m = -INFINITY;
+#pragma unroll
+        for (int it = 0; it < ITERS; it++) {
+            const pack<T, VEC> p = load_raw<T, VEC>(xr, index(it), cols, aligned);
+            memcpy(raw[it], &p, sizeof p);
+        }
+#pragma unroll
+        for (int it = 0; it < ITERS; it++)
+#pragma unroll
+            for (int j = 0; j < VEC / 2; j++) {
+                const float2 x = unpack2<T>(raw[it][j]);
+                m = fmaxf(m, fmaxf(x.x, x.y));
+            }
+        m = reduce_max(m);
+        const float base = m == -INFINITY ? 0.f : m;
+        float s = 0.f;
+#pragma unroll
+        for (int it = 0; it < ITERS; it++)
+#pragma unroll
+            for (int j = 0; j < VEC / 2; j++) {
+                const float2 x = unpack2<T>(raw[it][j]);
+                s += __expf(x.x - base) + __expf(x.y - base);
+            }
+        const float f = scale(m, reduce_sum(s));
+#pragma unroll
+        for (int it = 0; it < ITERS; it++) {
+            float e[VEC];
+#pragma unroll
+            for (int j = 0; j < VEC / 2; j++) {
+                const float2 x = unpack2<T>(raw[it][j]);
+                e[2 * j] = __expf(x.x - base);
+                e[2 * j + 1] = __expf(x.y - base);
+            }
+            store<T, VEC>(yr, index(it), cols, aligned, e, f);
+        }
+        return;
+    }
     float v[ITERS][VEC];
     float m = -INFINITY;
 #pragma unroll
@@ -340,7 +404,7 @@ __global__ void __launch_bounds__(THREADS)
     const int rank = (int)ktune_cluster::rank();
     const int64_t row = blockIdx.x / CTAS;
     const int tid = threadIdx.x;
-    row_in_registers<T, VEC, ITERS>(
+    row_in_registers<T, VEC, ITERS, sizeof(T) == 2>(
         x + row * cols, y + row * cols, cols, aligned,
         [=](int it) { return (((int64_t)it * CTAS + rank) * THREADS + tid) * VEC; },
         [&](float v) { return block_reduce<THREADS, true>(v, smem); },
