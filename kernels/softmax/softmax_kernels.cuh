@@ -404,7 +404,8 @@ __global__ void __launch_bounds__(THREADS)
     const int rank = (int)ktune_cluster::rank();
     const int64_t row = blockIdx.x / CTAS;
     const int tid = threadIdx.x;
-    row_in_registers<T, VEC, ITERS, sizeof(T) == 2>(
+    /* up to 32 elements a thread as fp32 (one exponential each), more only as loaded */
+    row_in_registers<T, VEC, ITERS, (sizeof(T) == 2 && VEC * ITERS > 32)>(
         x + row * cols, y + row * cols, cols, aligned,
         [=](int it) { return (((int64_t)it * CTAS + rank) * THREADS + tid) * VEC; },
         [&](float v) { return block_reduce<THREADS, true>(v, smem); },
