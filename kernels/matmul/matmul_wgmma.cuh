@@ -29,7 +29,7 @@
 
 namespace ktune_matmul_impl {
 
-constexpr int WGMMA_BK = 64;          /* a k slice: one 128-byte swizzled row of 16-bit elements */
+constexpr int WGMMA_BK = 64; /* a k slice: one 128-byte swizzled row of 16-bit elements */
 constexpr int STAGING_BYTES = 64 * 128; /* a staging buffer: 64 x 64 16-bit values of C */
 
 template <int BM, int BN, int CONSUMERS, int STAGES> constexpr size_t wgmma_smem_bytes()
@@ -64,7 +64,8 @@ __device__ __forceinline__ void store_fragment_tma(const CUtensorMap *map_c, uns
                                                    int &buffer, int row0, int col0,
                                                    const float (&d)[N / 2], int tid, int consumer)
 {
-    const int r = tid / 32 * 16 + tid % 32 / 4, t = tid % 4; /* rows r and r + 8; r % 8 == tid % 32 / 4 */
+    /* this thread's rows r and r + 8 of the piece, r % 8 being its group in the warp */
+    const int r = tid / 32 * 16 + tid % 32 / 4, t = tid % 4;
 #pragma unroll
     for (int chunk = 0; chunk < N / 64; chunk++) {
         unsigned char *const buf = staging + buffer * STAGING_BYTES;
@@ -74,7 +75,8 @@ __device__ __forceinline__ void store_fragment_tma(const CUtensorMap *map_c, uns
 #pragma unroll
         for (int jj = 0; jj < 8; jj++) {
             const int j = chunk * 8 + jj, swizzled = (jj ^ (r & 7)) * 16 + 4 * t;
-            *reinterpret_cast<uint32_t *>(buf + r * 128 + swizzled) = pack2<T>(d[4 * j], d[4 * j + 1]);
+            *reinterpret_cast<uint32_t *>(buf + r * 128 + swizzled) =
+                pack2<T>(d[4 * j], d[4 * j + 1]);
             *reinterpret_cast<uint32_t *>(buf + (r + 8) * 128 + swizzled) =
                 pack2<T>(d[4 * j + 2], d[4 * j + 3]);
         }
@@ -89,7 +91,8 @@ __device__ __forceinline__ void store_fragment_tma(const CUtensorMap *map_c, uns
 
 template <typename T, int BM, int BN, int CONSUMERS, int STAGES>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
-    wgmma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_w,
+    wgmma_kernel(const __grid_constant__ CUtensorMap map_a,
+                 const __grid_constant__ CUtensorMap map_w,
                  const __grid_constant__ CUtensorMap map_c, T *__restrict__ c, int m, int n, int k,
                  int flags)
 {
@@ -198,8 +201,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                 store_fragment_tma<T, BN>(&map_c, staging + consumer * 2 * STAGING_BYTES, buffer,
                                           row0 + f * 64, col0, d[f], tid, consumer);
             else
-                store_fragment<T, BN>(c, (int64_t)row0 + f * 64 + warp * 16, col0, m, n, d[f],
-                                      lane, flags & PAIR_STORES);
+                store_fragment<T, BN>(c, (int64_t)row0 + f * 64 + warp * 16, col0, m, n, d[f], lane,
+                                      flags & PAIR_STORES);
         }
     }
     if (tid == 0)
@@ -215,8 +218,8 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder()
     static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
         void *fn = nullptr;
         cudaDriverEntryPointQueryResult found;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
-                                             &found) != cudaSuccess ||
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                             cudaEnableDefault, &found) != cudaSuccess ||
             found != cudaDriverEntryPointSuccess)
             fn = nullptr;
         return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
@@ -241,7 +244,8 @@ inline bool tensor_map(CUtensorMap *map, const void *base, int64_t rows, int64_t
                                          : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     return encode(map, type, 2, const_cast<void *>(base), dims, strides, box, unit,
                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 /* The family's default tensor-core config (spaces/matmul.yaml), for what TMA cannot load. */
@@ -269,7 +273,8 @@ template <int BM, int BN, int CONSUMERS, int STAGES> struct wgmma_launcher {
         const dim3 block((CONSUMERS + 1) * 128);
         constexpr size_t smem = wgmma_smem_bytes<BM, BN, CONSUMERS, STAGES>();
         int resident = 0;
-        cudaError_t e = ktune_launch::resident_clusters(kernel, block, dim3(1, 1, 1), smem, &resident);
+        cudaError_t e =
+            ktune_launch::resident_clusters(kernel, block, dim3(1, 1, 1), smem, &resident);
         if (e != cudaSuccess)
             return e;
         if (resident < 1)

@@ -26,9 +26,9 @@ namespace ktune_matmul_impl {
 __device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr)
 {
     return (uint64_t)((addr & 0x3FFFF) >> 4) /* start address */
-           | (uint64_t)1 << 16                /* leading byte offset (unused when swizzled) */
-           | (uint64_t)(1024 >> 4) << 32      /* stride byte offset: from one 8-row atom to the next */
-           | (uint64_t)1 << 62;               /* 128-byte swizzle */
+           | (uint64_t)1 << 16               /* leading byte offset (unused when swizzled) */
+           | (uint64_t)(1024 >> 4) << 32 /* stride byte offset: from one 8-row atom to the next */
+           | (uint64_t)1 << 62;          /* 128-byte swizzle */
 }
 
 #define KTUNE_WGMMA_R64                                                                            \
@@ -51,7 +51,8 @@ __device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr)
     KTUNE_WGMMA_F8(i), KTUNE_WGMMA_F8(i + 8), KTUNE_WGMMA_F8(i + 16), KTUNE_WGMMA_F8(i + 24)
 #define KTUNE_WGMMA_D64 KTUNE_WGMMA_F32(0)
 #define KTUNE_WGMMA_D128 KTUNE_WGMMA_F32(0), KTUNE_WGMMA_F32(32)
-#define KTUNE_WGMMA_D256 KTUNE_WGMMA_F32(0), KTUNE_WGMMA_F32(32), KTUNE_WGMMA_F32(64), KTUNE_WGMMA_F32(96)
+#define KTUNE_WGMMA_D256                                                                           \
+    KTUNE_WGMMA_F32(0), KTUNE_WGMMA_F32(32), KTUNE_WGMMA_F32(64), KTUNE_WGMMA_F32(96)
 /* d (64 x N, fp32) += a (64 x 16, descriptor da) * b (N x 16, descriptor db)^T; A, B, S are the
  * operand numbers of da, db and the scale-d flag (always 1: accumulate). */
 #define KTUNE_WGMMA_(N, TY, A, B, S)                                                               \
@@ -113,10 +114,16 @@ template <int R> __device__ __forceinline__ void wgmma_fence_registers(float (&d
 
 #ifdef KTUNE_WGMMA_DEVICE
 /* Orders this warpgroup's register and shared-memory accesses before the next multiplies. */
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
 
 /* Closes a group of multiplies issued since the last commit. */
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
 
 /* Waits until at most N of this warpgroup's groups are still running. */
 template <int N> __device__ __forceinline__ void wgmma_wait()
@@ -185,7 +192,10 @@ __device__ __forceinline__ void warpgroup_sync(int consumer)
 }
 
 /* Makes this thread's shared-memory writes visible to TMA (the asynchronous proxy). */
-__device__ __forceinline__ void tma_store_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void tma_store_fence()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
 
 /* TMA: shared memory at src into the box of map at (x, y); parts outside the tensor are not
  * written. Commits the store as one bulk group. */
@@ -204,11 +214,15 @@ template <int N> __device__ __forceinline__ void tma_store_wait_read()
 }
 
 /* Waits until every bulk store of this thread is complete. */
-__device__ __forceinline__ void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void tma_store_wait_all()
+{
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
 
 /* TMA: the box of map at (x, y) (x along the contiguous dimension) into shared memory at dst,
  * completing its bytes on bar. Parts of the box outside the tensor arrive as zeros. */
-__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int x, int y, uint64_t *bar)
+__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int x, int y,
+                                         uint64_t *bar)
 {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
                  "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
