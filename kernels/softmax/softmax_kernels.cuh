@@ -34,6 +34,19 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
     return __float2bfloat16_rn(v);
 }
 
+/* The element-wise max of two registers of two 16-bit elements (NaN loses, as in fmaxf). */
+template <typename T> __device__ __forceinline__ uint32_t max2(uint32_t a, uint32_t b)
+{
+    using T2 = std::conditional_t<std::is_same<T, __half>::value, __half2, __nv_bfloat162>;
+    T2 x, y;
+    memcpy(&x, &a, 4);
+    memcpy(&y, &b, 4);
+    const T2 r = __hmax2(x, y);
+    uint32_t out;
+    memcpy(&out, &r, 4);
+    return out;
+}
+
 /* Two 16-bit elements held in one register, low half first. Volatile, so that the compiler
  * converts again each time rather than keeping the floats of a whole row alive (which would undo
  * the point of holding 16-bit elements). */
@@ -256,13 +269,14 @@ __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, b
             const pack<T, VEC> p = load_raw<T, VEC>(xr, index(it), cols, aligned);
             memcpy(raw[it], &p, sizeof p);
         }
+        uint32_t pm = raw[0][0]; /* the max of pairs, packed: exact in 16 bits */
 #pragma unroll
         for (int it = 0; it < ITERS; it++)
 #pragma unroll
-            for (int j = 0; j < VEC / 2; j++) {
-                const float2 x = unpack2<T>(raw[it][j]);
-                m = fmaxf(m, fmaxf(x.x, x.y));
-            }
+            for (int j = 0; j < VEC / 2; j++)
+                pm = max2<T>(pm, raw[it][j]);
+        const float2 pair = unpack2<T>(pm);
+        m = fmaxf(pair.x, pair.y);
         m = reduce_max(m);
         const float base = m == -INFINITY ? 0.f : m;
         float s = 0.f;
@@ -394,7 +408,7 @@ __global__ void __launch_bounds__(THREADS)
 
 /* A cluster of CTAS blocks a row; block b holds vectors it * CTAS + b of the row. */
 template <typename T, int CTAS, int THREADS, int VEC, int ITERS>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(THREADS, (sizeof(T) == 2 && VEC * ITERS > 32) ? 65536 / (THREADS * 80) : 1)
     cluster_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
