@@ -406,9 +406,17 @@ __global__ void __launch_bounds__(THREADS)
     }
 }
 
+/* Whether a cluster thread holds its elements as loaded: up to 32 a thread as fp32 (one
+ * exponential each), more of 16 bits only as loaded, with registers bounded to 80 a thread so
+ * that six blocks of 128 threads fit a multiprocessor. */
+template <typename T, int VEC, int ITERS> __host__ __device__ constexpr bool raw_row()
+{
+    return sizeof(T) == 2 && VEC * ITERS > 32;
+}
+
 /* A cluster of CTAS blocks a row; block b holds vectors it * CTAS + b of the row. */
 template <typename T, int CTAS, int THREADS, int VEC, int ITERS>
-__global__ void __launch_bounds__(THREADS, (sizeof(T) == 2 && VEC * ITERS > 32) ? 65536 / (THREADS * 80) : 1)
+__global__ void __launch_bounds__(THREADS, raw_row<T, VEC, ITERS>() ? 65536 / (THREADS * 80) : 1)
     cluster_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -418,8 +426,7 @@ __global__ void __launch_bounds__(THREADS, (sizeof(T) == 2 && VEC * ITERS > 32) 
     const int rank = (int)ktune_cluster::rank();
     const int64_t row = blockIdx.x / CTAS;
     const int tid = threadIdx.x;
-    /* up to 32 elements a thread as fp32 (one exponential each), more only as loaded */
-    row_in_registers<T, VEC, ITERS, (sizeof(T) == 2 && VEC * ITERS > 32)>(
+    row_in_registers<T, VEC, ITERS, raw_row<T, VEC, ITERS>()>(
         x + row * cols, y + row * cols, cols, aligned,
         [=](int it) { return (((int64_t)it * CTAS + rank) * THREADS + tid) * VEC; },
         [&](float v) { return block_reduce<THREADS, true>(v, smem); },
