@@ -5,6 +5,7 @@
 #include "check.h"
 #include "softmax_space.h"
 #include "space.h"
+#include "space_validity.h"
 
 int main(int argc, char **argv)
 {
@@ -41,24 +42,11 @@ int main(int argc, char **argv)
 
     const ktune_device devices[2] = {{"H", 132, 90, 1024, 232448, 52428800, 1},
                                      {"A", 108, 80, 512, 166912, 41943040, 0}};
-    long agree = 0, disagree = 0, valid = 0;
-    for (int dv = 0; dv < 2; dv++) {
-        const ktune_device *d = &devices[dv];
-        const int64_t limits[KTUNE_NLIMITS] = {d->sms, d->max_threads, d->smem_per_block,
-                                               d->l2_bytes, d->cc, d->sm90a};
-        for (int c = 0; c < s.nconfigs; c++)
-            for (int k = 0; k < s.nshapes; k++) {
-                const ktune_space_config *cfg = &s.configs[c];
-                int interpreted = ktune_space_valid(&s, cfg, s.shapes[k].key, limits);
-                int generated = ktune_softmax_valid(cfg->variant, cfg->params, s.shapes[k].key, d);
-                if (interpreted == generated)
-                    agree++;
-                else if (disagree++ < 5)
-                    fprintf(stderr, "disagree: %s\n", cfg->name);
-                valid += generated;
-            }
-    }
-    CHECK(disagree == 0);
+    long agree, per_variant_valid[2 * 6] = {0}, valid = 0;
+    CHECK(space_validity_disagreements(&s, ktune_softmax_valid, devices, 2, &agree,
+                                       per_variant_valid) == 0);
+    for (int i = 0; i < 2 * 6; i++)
+        valid += per_variant_valid[i];
     CHECK(valid > 0 && valid < agree);
     printf("%ld (config, shape, device) validity checks agree, %ld valid\n", agree, valid);
 

@@ -6,6 +6,7 @@
 #include "check.h"
 #include "matmul_space.h"
 #include "space.h"
+#include "space_validity.h"
 
 int main(int argc, char **argv)
 {
@@ -30,27 +31,12 @@ int main(int argc, char **argv)
     const ktune_device devices[3] = {{"H", 132, 90, 1024, 232448, 52428800, 1},
                                      {"H", 132, 90, 1024, 232448, 52428800, 0},
                                      {"A", 108, 80, 1024, 166912, 41943040, 0}};
-    long agree = 0, disagree = 0, valid_wgmma[3] = {0}, valid_mma[3] = {0};
+    long agree, valid[3 * 3] = {0}, valid_wgmma[3], valid_mma[3];
+    CHECK(space_validity_disagreements(&s, ktune_matmul_valid, devices, 3, &agree, valid) == 0);
     for (int dv = 0; dv < 3; dv++) {
-        const ktune_device *d = &devices[dv];
-        const int64_t limits[KTUNE_NLIMITS] = {d->sms, d->max_threads, d->smem_per_block,
-                                               d->l2_bytes, d->cc, d->sm90a};
-        for (int c = 0; c < s.nconfigs; c++)
-            for (int k = 0; k < s.nshapes; k++) {
-                const ktune_space_config *cfg = &s.configs[c];
-                int interpreted = ktune_space_valid(&s, cfg, s.shapes[k].key, limits);
-                int generated = ktune_matmul_valid(cfg->variant, cfg->params, s.shapes[k].key, d);
-                if (interpreted == generated)
-                    agree++;
-                else if (disagree++ < 5)
-                    fprintf(stderr, "disagree: %s on %s\n", cfg->name, d->name);
-                if (cfg->variant == KTUNE_MATMUL_VARIANT_WGMMA)
-                    valid_wgmma[dv] += generated;
-                if (cfg->variant == KTUNE_MATMUL_VARIANT_MMA)
-                    valid_mma[dv] += generated;
-            }
+        valid_wgmma[dv] = valid[dv * 3 + KTUNE_MATMUL_VARIANT_WGMMA];
+        valid_mma[dv] = valid[dv * 3 + KTUNE_MATMUL_VARIANT_MMA];
     }
-    CHECK(disagree == 0);
     CHECK(valid_wgmma[0] > 0 && valid_wgmma[1] == 0 && valid_wgmma[2] == 0);
     CHECK(valid_mma[0] > 0 && valid_mma[1] == valid_mma[0] && valid_mma[2] > 0);
     printf("%ld (config, shape, device) validity checks agree; wgmma valid %ld times with sm_90a "

@@ -1,0 +1,39 @@
+/* For the space tests: the generated C validity check of a family (<family>_space.h) against the
+ * interpreter, on every config, shape and device. */
+#ifndef KTUNE_TEST_SPACE_VALIDITY_H
+#define KTUNE_TEST_SPACE_VALIDITY_H
+
+#include <stdio.h>
+
+#include "space.h"
+
+/* Returns the (config, shape, device) triples where the two disagree (the first few are named on
+ * stderr); *agree counts the others. valid[d * nvariants + v] (if not NULL) counts the valid
+ * (config, shape) pairs of variant v on devices[d]. */
+static long space_validity_disagreements(const ktune_space *s, ktune_valid_fn generated,
+                                         const ktune_device *devices, int ndevices, long *agree,
+                                         long *valid)
+{
+    long disagree = 0;
+    *agree = 0;
+    for (int dv = 0; dv < ndevices; dv++) {
+        const ktune_device *d = &devices[dv];
+        const int64_t limits[KTUNE_NLIMITS] = {d->sms, d->max_threads, d->smem_per_block,
+                                               d->l2_bytes, d->cc, d->sm90a};
+        for (int c = 0; c < s->nconfigs; c++)
+            for (int k = 0; k < s->nshapes; k++) {
+                const ktune_space_config *cfg = &s->configs[c];
+                const int interpreted = ktune_space_valid(s, cfg, s->shapes[k].key, limits);
+                const int compiled = generated(cfg->variant, cfg->params, s->shapes[k].key, d);
+                if (interpreted == compiled)
+                    (*agree)++;
+                else if (disagree++ < 5)
+                    fprintf(stderr, "disagree: %s on %s\n", cfg->name, d->name);
+                if (valid)
+                    valid[dv * s->nvariants + cfg->variant] += compiled;
+            }
+    }
+    return disagree;
+}
+
+#endif
