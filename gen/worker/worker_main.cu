@@ -19,8 +19,9 @@
  *
  * Answers: "H <sms> <cc> <sm90a> <max_threads> <smem_per_block> <l2_bytes> <driver> <runtime>
  * <name>" first (sm90a: 1 when the device runs this build's sm_90a code), then
- * "R <id> <status> <numbers...> [detail]" a request, status ok / wrong / failed / invalid. "E <message>" and exit code 2 when no device is usable. After an error that leaves the
- * CUDA context unusable the worker answers, then exits with code 3; the parent starts another. */
+ * "R <id> <status> <numbers...> [detail]" a request, status ok / wrong / failed / invalid.
+ * "E <message>" and exit code 2 when no device is usable. After an error that leaves the CUDA
+ * context unusable the worker answers, then exits with code 3; the parent starts another. */
 #include <algorithm>
 #include <math.h>
 #include <stdarg.h>
@@ -779,8 +780,8 @@ int main(int argc, char **argv)
         return 2;
     }
     const int cc = p.major * 10 + p.minor;
-    reply("H %d %d %d %d %zu %d %d.%d %d.%d %s\n", p.multiProcessorCount, cc, cc == 90 && KTUNE_SM90A,
-          p.maxThreadsPerBlock, p.sharedMemPerBlockOptin, p.l2CacheSize, driver / 1000,
+    reply("H %d %d %d %d %zu %d %d.%d %d.%d %s\n", p.multiProcessorCount, cc,
+          cc == 90 && KTUNE_SM90A, p.maxThreadsPerBlock, p.sharedMemPerBlockOptin, p.l2CacheSize, driver / 1000,
           (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10, p.name);
     char line[8192];
     while (fgets(line, sizeof line, stdin)) {

@@ -269,17 +269,14 @@ template <int BM, int BN, int CONSUMERS, int STAGES> struct wgmma_launcher {
             flags |= TMA_STORES;
         else
             map_c = map_a; /* unused */
-        const auto kernel = wgmma_kernel<T, BM, BN, CONSUMERS, STAGES>;
+        constexpr auto kernel = wgmma_kernel<T, BM, BN, CONSUMERS, STAGES>;
         const dim3 block((CONSUMERS + 1) * 128);
         constexpr size_t smem = wgmma_smem_bytes<BM, BN, CONSUMERS, STAGES>();
-        int resident = 0;
-        cudaError_t e =
-            ktune_launch::resident_clusters(kernel, block, dim3(1, 1, 1), smem, &resident);
+        unsigned grid;
+        const cudaError_t e =
+            ktune_launch::persistent_grid<kernel>(block, dim3(1, 1, 1), smem, tiles, &grid);
         if (e != cudaSuccess)
             return e;
-        if (resident < 1)
-            return cudaErrorInvalidConfiguration;
-        const unsigned grid = (unsigned)(tiles < resident ? tiles : resident);
         return ktune_launch::launch(kernel, dim3(grid), block, dim3(1, 1, 1), smem, s, map_a, map_w,
                                     map_c, (T *)c, (int)m, (int)n, (int)k, flags);
     }

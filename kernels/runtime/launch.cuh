@@ -3,6 +3,8 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+
 namespace ktune_launch {
 
 /* A launch configuration, with the cluster dimension in *attr when the cluster holds more than
@@ -82,6 +84,33 @@ cudaError_t resident_clusters(void (*kernel)(Params...), dim3 block, dim3 cluste
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t config = launch_config(cluster, block, cluster, smem, 0, &attr);
     return cudaOccupancyMaxActiveClusters(count, kernel, &config);
+}
+
+/* The grid of persistent Kernel, in clusters: `work` items, or as many clusters as the current
+ * device holds at once if fewer (resident_clusters, asked once a device and kept, since it does
+ * not change between calls). An error where the device cannot hold one cluster. */
+template <auto Kernel>
+cudaError_t persistent_grid(dim3 block, dim3 cluster, size_t smem, int64_t work, unsigned *grid)
+{
+    constexpr int max_devices = 64;
+    static std::atomic<int> known[max_devices]; /* 0: not asked yet */
+    int device = 0, resident = 0;
+    cudaError_t e = cudaGetDevice(&device);
+    if (e != cudaSuccess)
+        return e;
+    if (device < max_devices)
+        resident = known[device].load(std::memory_order_relaxed);
+    if (resident == 0) {
+        e = resident_clusters(Kernel, block, cluster, smem, &resident);
+        if (e != cudaSuccess)
+            return e;
+        if (resident < 1)
+            return cudaErrorInvalidConfiguration;
+        if (device < max_devices)
+            known[device].store(resident, std::memory_order_relaxed);
+    }
+    *grid = (unsigned)(work < resident ? work : resident);
+    return cudaSuccess;
 }
 
 } // namespace ktune_launch

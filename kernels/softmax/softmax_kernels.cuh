@@ -711,13 +711,15 @@ template <int CTAS, int THREADS, int VEC, int ITERS> struct cluster_launcher {
     }
 };
 
-/* A row staged in shared memory over CTAS blocks: each block's chunk (elements, whole 16-byte
- * copies) and the dynamic shared memory of `buffers` chunks, which the device must hold beside
- * the kernels' 1 KB of static shared memory. */
+/* A row staged in shared memory over CTAS blocks: the shape checked, each block's chunk
+ * (elements, whole 16-byte copies) and the dynamic shared memory of `buffers` chunks, which the
+ * device must hold beside the kernels' 1 KB of static shared memory. */
 template <typename T, int CTAS>
-cudaError_t staged_chunk(int64_t cols, int buffers, int64_t *chunk, size_t *bytes)
+cudaError_t staged_chunk(int64_t rows, int64_t cols, int buffers, int64_t *chunk, size_t *bytes)
 {
     constexpr int E = 16 / sizeof(T);
+    if (check_shape(rows, cols, rows * CTAS) != cudaSuccess)
+        return cudaErrorInvalidValue;
     *chunk = ((cols + CTAS - 1) / CTAS + E - 1) / E * E;
     *bytes = (size_t)buffers * (size_t)*chunk * sizeof(T);
     int device = 0, optin = 0;
@@ -733,13 +735,10 @@ template <int CTAS, int THREADS> struct smem_launcher {
     template <typename T>
     static cudaError_t run(const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
     {
-        cudaError_t e = check_shape(rows, cols, rows * CTAS);
-        if (e != cudaSuccess)
-            return e;
         constexpr int E = 16 / sizeof(T);
         int64_t chunk;
         size_t bytes;
-        e = staged_chunk<T, CTAS>(cols, 1, &chunk, &bytes);
+        const cudaError_t e = staged_chunk<T, CTAS>(rows, cols, 1, &chunk, &bytes);
         if (e != cudaSuccess)
             return e;
         return launch_clusters<CTAS, THREADS>(smem_kernel<T, CTAS, THREADS>, rows, bytes, s,
@@ -752,24 +751,19 @@ template <int CTAS, int THREADS, int STAGES> struct pipe_launcher {
     template <typename T>
     static cudaError_t run(const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
     {
-        cudaError_t e = check_shape(rows, cols, rows * CTAS);
-        if (e != cudaSuccess)
-            return e;
         constexpr int E = 16 / sizeof(T);
         int64_t chunk;
         size_t bytes;
-        int clusters = 0;
-        e = staged_chunk<T, CTAS>(cols, STAGES, &chunk, &bytes);
+        unsigned clusters;
+        cudaError_t e = staged_chunk<T, CTAS>(rows, cols, STAGES, &chunk, &bytes);
         if (e != cudaSuccess)
             return e;
-        auto kernel = pipe_kernel<T, CTAS, THREADS, STAGES>;
-        e = ktune_launch::resident_clusters(kernel, dim3(THREADS), dim3(CTAS, 1, 1), bytes,
-                                            &clusters);
+        constexpr auto kernel = pipe_kernel<T, CTAS, THREADS, STAGES>;
+        e = ktune_launch::persistent_grid<kernel>(dim3(THREADS), dim3(CTAS, 1, 1), bytes, rows,
+                                                  &clusters);
         if (e != cudaSuccess)
             return e;
-        if (clusters < 1) /* the device cannot hold one cluster of this shape */
-            return cudaErrorInvalidConfiguration;
-        return launch_clusters<CTAS, THREADS>(kernel, std::min<int64_t>(rows, clusters), bytes, s,
+        return launch_clusters<CTAS, THREADS>(kernel, clusters, bytes, s,
                                               (const T *)x, (T *)y, rows, (int)cols, (int)chunk,
                                               is_aligned<T, E>(x, y, cols));
     }
