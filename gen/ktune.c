@@ -42,11 +42,16 @@ static const char usage_text[] =
     "      --screen-samples N    timed samples a config in a staged search's screen (3)\n"
     "      --screen-min-sample-us U\n"
     "                            shortest sample of the screen (50)\n"
-    "      --warmup-us U         warm-up before timing a config (50)\n"
+    "      --screen-cut F        a screened config whose first sample takes more than F times\n"
+    "                            the shape's fastest first sample stops there (1.25; 0: never)\n"
+    "      --warmup-us U         warm-up before an interleaved measurement (50)\n"
     "      --config-timeout S    a config answering later is killed and recorded timeout (10)\n"
-    "      --top N               best configs a shape re-measured interleaved at the end (staged\n"
-    "                            6, exhaustive 3), with the best of every other variant, the\n"
-    "                            default and the committed config\n"
+    "      --top N               at most N configs a shape re-measured interleaved at the end\n"
+    "                            (staged 6, exhaustive 3): the fastest, and those within\n"
+    "                            --final-margin of it; with them the default and the committed\n"
+    "                            config\n"
+    "      --final-margin F      how far behind the fastest (a fraction of its time) a config may\n"
+    "                            be and still be re-measured at the end (0.05)\n"
     "      --seed N              try each shape's configs in an order shuffled by N (0: declared\n"
     "                            order); the same N gives the same order, also on resume\n"
     "      --max-configs-without-improvement N\n"
@@ -106,7 +111,8 @@ typedef struct {
     int argc;
     char **argv;
     int samples, screen_samples, top, gpu, shards, seed, patience, shard, shard_count;
-    double min_sample_us, screen_min_sample_us, warmup_us, config_timeout, threshold, shape_budget, run_budget;
+    double min_sample_us, screen_min_sample_us, screen_cut, final_margin, warmup_us, config_timeout,
+        threshold, shape_budget, run_budget;
     int apply, verbose, force, check, list, library_all;
     char command_line[2048];
 } options;
@@ -155,6 +161,8 @@ static int parse_options(int argc, char **argv, options *o)
     o->shards = 4;
     o->min_sample_us = 200;
     o->screen_min_sample_us = 50;
+    o->screen_cut = 1.25;
+    o->final_margin = 0.05;
     o->warmup_us = 50;
     o->config_timeout = 10;
     o->threshold = 5;
@@ -198,7 +206,7 @@ static int parse_options(int argc, char **argv, options *o)
             "--min-sample-us", "--warmup-us", "--config-timeout", "--threshold", "--seed",
             "--max-configs-without-improvement", "--shard", "--shape-budget", "--budget", "--gpus",
             "--model", "--tp-size", "--crossover", "--plot", "--where", "--search", "--screen-samples",
-            "--screen-min-sample-us", NULL};
+            "--screen-min-sample-us", "--screen-cut", "--final-margin", NULL};
         int known = 0;
         for (const char *const *k = valued; *k && !known; k++)
             known = strcmp(*k, a) == 0;
@@ -242,6 +250,13 @@ static int parse_options(int argc, char **argv, options *o)
             rc = parse_int_arg(a, v, 1, 1000, &o->screen_samples);
         else if (strcmp(a, "--screen-min-sample-us") == 0)
             rc = parse_double_arg(a, v, 1, &o->screen_min_sample_us);
+        else if (strcmp(a, "--screen-cut") == 0) {
+            rc = parse_double_arg(a, v, 0, &o->screen_cut);
+            if (rc == 0 && o->screen_cut > 0 && o->screen_cut < 1)
+                return usage_error("--screen-cut: %s would cut the fastest config (use 0, or 1 "
+                                   "and more)", v);
+        } else if (strcmp(a, "--final-margin") == 0)
+            rc = parse_double_arg(a, v, 0, &o->final_margin);
         else if (strcmp(a, "--tp-size") == 0)
             rc = parse_int_arg(a, v, 1, 1024, &o->tp_size);
         else if (strcmp(a, "--samples") == 0)
@@ -319,7 +334,11 @@ static void default_worker(const options *o, const ktune_space *s, char *out, si
 
 static ktune_worker_opts worker_opts(const options *o, const char *program)
 {
-    ktune_worker_opts w = {program, o->samples, o->min_sample_us, 0, 0, o->warmup_us, o->gpu, NULL};
+    ktune_worker_opts w = {.program = program,
+                           .samples = o->samples,
+                           .min_sample_us = o->min_sample_us,
+                           .warmup_us = o->warmup_us,
+                           .device = o->gpu};
     return w;
 }
 
@@ -654,6 +673,7 @@ static int cmd_sweep(const options *o, const ktune_space *s)
     if (staged) {
         w.screen_samples = o->screen_samples;
         w.screen_min_sample_us = o->screen_min_sample_us;
+        w.screen_cut = o->screen_cut;
     }
     ktune_sweep_opts so = {s,
                            run,
@@ -671,7 +691,8 @@ static int cmd_sweep(const options *o, const ktune_space *s)
                            o->shard,
                            o->shard_count,
                            o->shape_budget,
-                           o->run_budget};
+                           o->run_budget,
+                           o->final_margin};
     fprintf(stderr, "ktune: sweeping %s: %d configs x %d shapes into %s\n", s->family,
             s->nconfigs, s->nshapes, run);
     ktune_err err;

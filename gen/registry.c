@@ -59,7 +59,8 @@ static int load_run(const char *file, const ktune_node *n, ktune_run_info *run, 
         "id",   "name", "family", "device", "sms", "cc", "driver", "cuda", "source", "date",
         "command", "flags", "cuda_driver_api", "l2_bytes", "smem_per_block", "samples",
         "min_sample_us", "config_timeout_s", "seed", "patience", "shard", "gpu_state_start",
-        "search", "screen_samples", "screen_min_sample_us", "warmup_us", NULL};
+        "search", "screen_samples", "screen_min_sample_us", "screen_cut", "top", "final_margin",
+        "warmup_us", NULL};
     if (ktune_expect(file, n, KTUNE_NODE_MAP, "a run", err) ||
         ktune_expect_keys(file, n, allowed, NULL, err))
         return -1;

@@ -299,8 +299,10 @@ static int write_meta(const ktune_sweep_opts *o, const ktune_worker_device *d, k
     ktune_buf_printf(&b, "flags: \"%s\"\ncommand: \"%s\"\n", flags, command);
     ktune_buf_printf(&b, "search: \"%s\"\n", o->staged ? "staged" : "exhaustive");
     if (o->staged)
-        ktune_buf_printf(&b, "screen_samples: %d\nscreen_min_sample_us: %g\n",
-                         o->worker.screen_samples, o->worker.screen_min_sample_us);
+        ktune_buf_printf(&b, "screen_samples: %d\nscreen_min_sample_us: %g\nscreen_cut: %g\n",
+                         o->worker.screen_samples, o->worker.screen_min_sample_us,
+                         o->worker.screen_cut);
+    ktune_buf_printf(&b, "top: %d\nfinal_margin: %g\n", o->top, o->final_margin);
     ktune_buf_printf(&b, "samples: %d\nmin_sample_us: %g\nwarmup_us: %g\nconfig_timeout_s: %g\n",
                      o->worker.samples, o->worker.min_sample_us, o->worker.warmup_us,
                      o->config_timeout_s);
@@ -326,26 +328,49 @@ typedef struct {
     int config;
     double us, spread;
     int is_default, is_committed;
+    int remeasured; /* in the final round's interleaved measurement (else: its first time) */
 } final_pick;
 
+/* Re-measured picks first, then the others; faster first; then in declared order. */
 static int pick_cmp(const void *a, const void *b)
 {
     const final_pick *x = a, *y = b;
+    if (x->remeasured != y->remeasured)
+        return y->remeasured - x->remeasured;
     if (x->us != y->us)
         return x->us < y->us ? -1 : 1;
     return x->config - y->config;
 }
 
-/* The end of a shape: the best few, the best of each other variant, the default and the
- * committed config, interleaved. */
+/* Adds config c to the picks unless it is there; returns its index. */
+static int pick_add(final_pick *picks, int *n, int c, const trial *row, int remeasure)
+{
+    int i = 0;
+    while (i < *n && picks[i].config != c)
+        i++;
+    if (i == *n)
+        picks[(*n)++] = (final_pick){c, row[c].us, row[c].spread, 0, 0, 0};
+    picks[i].remeasured |= remeasure;
+    return i;
+}
+
+/* The end of a shape, a block of final.csv: the fastest config by its first time, and those
+ * within final_margin of it (at most `top` in all), the default and the committed config are
+ * re-measured interleaved; the fastest of every other variant joins the block for the runner-ups
+ * (re-measured too when within the margin), ranked after the re-measured ones with its first
+ * time. The winner is the fastest re-measured config, ties going to the first declared. */
 static int final_round(const ktune_sweep_opts *o, const ktune_registry *committed_reg,
                        ktune_worker *w, const int64_t *key, const trial *row,
                        const int64_t *limits, FILE *final, int *interrupted, ktune_err *err)
 {
     const ktune_space *s = o->space;
     final_pick picks[64];
-    int n = 0;
-    /* the fastest `top` by screening time */
+    int n = 0, fastest = -1;
+    for (int c = 0; c < s->nconfigs; c++)
+        if (row[c].status == ST_OK && (fastest < 0 || row[c].us < row[fastest].us))
+            fastest = c;
+    const double within = fastest >= 0 ? row[fastest].us * (1 + o->final_margin) : 0;
+    /* the fastest `top` within the margin, by their first times */
     for (int k = 0; k < o->top && n < 60; k++) {
         int best = -1;
         for (int c = 0; c < s->nconfigs; c++) {
@@ -355,12 +380,11 @@ static int final_round(const ktune_sweep_opts *o, const ktune_registry *committe
             if (!taken && row[c].status == ST_OK && (best < 0 || row[c].us < row[best].us))
                 best = c;
         }
-        if (best < 0)
+        if (best < 0 || row[best].us > within)
             break;
-        picks[n++] = (final_pick){best, row[best].us, row[best].spread, 0, 0};
+        pick_add(picks, &n, best, row, 1);
     }
-    /* and the fastest of every other variant: the variants' times side by side, for the
-     * crossover between them */
+    /* and the fastest of every other variant: the variants' times side by side */
     for (int v = 0; v < s->nvariants && n < 60; v++) {
         int best = -1, seen = 0;
         for (int i = 0; i < n; i++)
@@ -370,7 +394,7 @@ static int final_round(const ktune_sweep_opts *o, const ktune_registry *committe
                 (best < 0 || row[c].us < row[best].us))
                 best = c;
         if (best >= 0)
-            picks[n++] = (final_pick){best, row[best].us, row[best].spread, 0, 0};
+            pick_add(picks, &n, best, row, row[best].us <= within);
     }
     int def = ktune_space_default_for(s, key, limits);
     int committed = -1;
@@ -379,20 +403,10 @@ static int final_round(const ktune_sweep_opts *o, const ktune_registry *committe
         if (e >= 0)
             committed = ktune_space_find_config(s, committed_reg->entries[e].config);
     }
-    int extra[2] = {def, committed};
-    for (int x = 0; x < 2; x++) {
-        if (extra[x] < 0 || row[extra[x]].status != ST_OK)
-            continue;
-        int i = 0;
-        while (i < n && picks[i].config != extra[x])
-            i++;
-        if (i == n)
-            picks[n++] = (final_pick){extra[x], row[extra[x]].us, row[extra[x]].spread, 0, 0};
-        if (x == 0)
-            picks[i].is_default = 1;
-        else
-            picks[i].is_committed = 1;
-    }
+    if (def >= 0 && row[def].status == ST_OK)
+        picks[pick_add(picks, &n, def, row, 1)].is_default = 1;
+    if (committed >= 0 && row[committed].status == ST_OK)
+        picks[pick_add(picks, &n, committed, row, 1)].is_committed = 1;
     char keytext[256], line[8192];
     ktune_space_key_format(s, key, keytext, sizeof keytext);
     if (n == 0) {
@@ -400,29 +414,37 @@ static int final_round(const ktune_sweep_opts *o, const ktune_registry *committe
         journal_write(final, line);
         return 0;
     }
-    if (n > 1) {
+    /* a staged search re-measures even a single config: its first time is only the screen's */
+    int remeasure = 0;
+    for (int i = 0; i < n; i++)
+        remeasure += picks[i].remeasured;
+    if (remeasure > 1 || (remeasure == 1 && o->staged)) {
         int len = snprintf(line, sizeof line, "M 0");
         key_numbers(s, key, line + len, sizeof line - (size_t)len);
         for (int i = 0; i < n; i++) {
             len = (int)strlen(line);
-            snprintf(line + len, sizeof line - (size_t)len, " %s", s->configs[picks[i].config].name);
+            if (picks[i].remeasured)
+                snprintf(line + len, sizeof line - (size_t)len, " %s",
+                         s->configs[picks[i].config].name);
         }
         char reply[4096];
         ktune_reply_kind kind;
-        if (ktune_worker_request(w, line, o->config_timeout_s * (n + 1), reply, sizeof reply,
-                                 &kind, err))
+        if (ktune_worker_request(w, line, o->config_timeout_s * (remeasure + 1), reply,
+                                 sizeof reply, &kind, err))
             return -1;
         if (kind == KTUNE_REPLY_INTERRUPTED) {
             *interrupted = 1;
             return 0;
         }
-        /* on any failure the screening times stand */
+        /* on any failure the first times stand */
         char *save = NULL;
         char *tok = strtok_r(reply, " ", &save);
         tok = tok ? strtok_r(NULL, " ", &save) : NULL;
         tok = tok ? strtok_r(NULL, " ", &save) : NULL;
         if (kind == KTUNE_REPLY_OK && tok && strcmp(tok, "ok") == 0) {
             for (int i = 0; i < n; i++) {
+                if (!picks[i].remeasured)
+                    continue;
                 char *us = strtok_r(NULL, " ", &save), *sp = strtok_r(NULL, " \n", &save);
                 if (!us || !sp)
                     break;
@@ -432,12 +454,12 @@ static int final_round(const ktune_sweep_opts *o, const ktune_registry *committe
         }
     }
     qsort(picks, (size_t)n, sizeof *picks, pick_cmp);
-    /* The configs within the noise of the fastest in this round (the larger of KTUNE_NOISE_FLOOR
+    /* The re-measured configs within the noise of the fastest (the larger of KTUNE_NOISE_FLOOR
      * and twice the larger spread) tie with it, and a tie goes to the first declared: where the
      * measurements cannot tell configs apart, a re-run or a resumed run picks the same one.
      * (Apply then keeps a committed config or the default that the winner does not beat.) */
     int win = 0;
-    for (int i = 1; i < n; i++) {
+    for (int i = 1; i < n && picks[i].remeasured; i++) {
         double noise = fmax(KTUNE_NOISE_FLOOR, 2 * fmax(picks[0].spread, picks[i].spread));
         if (picks[i].config < picks[win].config && picks[i].us <= picks[0].us * (1 + noise))
             win = i;
@@ -456,8 +478,9 @@ static int final_round(const ktune_sweep_opts *o, const ktune_registry *committe
 
 /* Where the workers' time went, as the S request reports it (seconds): device time in timed
  * samples and warm-ups; host time preparing inputs, in checks, building graphs (mostly while the
- * GPU runs earlier work) and inside requests in all. */
-#define KTUNE_NSPENT 6
+ * GPU runs earlier work) and inside requests in all; device time in L2 flushes and in the checks'
+ * probes that are not samples. */
+#define KTUNE_NSPENT 8
 typedef struct {
     double total[KTUNE_NSPENT], last[KTUNE_NSPENT];
     int last_restarts, answered;
@@ -474,8 +497,9 @@ static void spent_update(ktune_worker *w, spent_tally *t, int *interrupted)
         return;
     if (kind == KTUNE_REPLY_INTERRUPTED)
         *interrupted = 1;
-    if (kind != KTUNE_REPLY_OK || sscanf(reply, "R %*d ok %lf %lf %lf %lf %lf %lf", &v[0], &v[1],
-                                         &v[2], &v[3], &v[4], &v[5]) != KTUNE_NSPENT)
+    if (kind != KTUNE_REPLY_OK ||
+        sscanf(reply, "R %*d ok %lf %lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2], &v[3], &v[4],
+               &v[5], &v[6], &v[7]) != KTUNE_NSPENT)
         return;
     if (w->restarts != t->last_restarts) {
         memset(t->last, 0, sizeof t->last);
@@ -531,11 +555,12 @@ static int measure_one(const ktune_sweep_opts *o, ktune_worker *w, const int64_t
 }
 
 /* Configs cs[0..n) of key, measured by one X request (a window of the screen: fewer waits on the
- * GPU, one answer), then by T each config the window did not settle: every one when the worker
- * crashed, hung or lost its context, else those not ok, whose details only T gives. */
+ * GPU, one answer; best_us, the shape's fastest so far or 0, sets where the screen cuts), then by
+ * T each config the window did not settle: every one when the worker crashed, hung or lost its
+ * context, else those not ok, whose details only T gives. */
 static int measure_window(const ktune_sweep_opts *o, ktune_worker *w, const int64_t *key,
-                          const int *cs, int n, trial *row, char (*details)[1024], int *samples,
-                          int *interrupted, ktune_err *err)
+                          const int *cs, int n, double best_us, trial *row,
+                          char (*details)[1024], int *samples, int *interrupted, ktune_err *err)
 {
     const ktune_space *s = o->space;
     int settled[KTUNE_SCREEN_BATCH] = {0};
@@ -543,6 +568,10 @@ static int measure_window(const ktune_sweep_opts *o, ktune_worker *w, const int6
         char line[16384], reply[8192];
         int len = snprintf(line, sizeof line, "X 0");
         key_numbers(s, key, line + len, sizeof line - (size_t)len);
+        if (best_us > 0) {
+            len = (int)strlen(line);
+            snprintf(line + len, sizeof line - (size_t)len, " @%.4f", best_us);
+        }
         for (int i = 0; i < n; i++) {
             len = (int)strlen(line);
             snprintf(line + len, sizeof line - (size_t)len, " %s", s->configs[cs[i]].name);
@@ -710,8 +739,8 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
             }
             char details[KTUNE_SCREEN_BATCH][1024];
             int samples[KTUNE_SCREEN_BATCH];
-            if (measure_window(o, &w, key, todo_configs, ntodo, row, details, samples,
-                               &interrupted, err))
+            if (measure_window(o, &w, key, todo_configs, ntodo, best >= 0 ? row[best].us : 0,
+                               row, details, samples, &interrupted, err))
                 goto cleanup;
             if (interrupted)
                 break;
@@ -809,15 +838,15 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                      skipped, w.restarts, now_s() - start, tuned ? exp(log_gain / tuned) : 1.0);
     if (spent.answered) {
         const double wall = now_s() - start, *t = spent.total;
-        const double in_worker = t[5] - t[0] - t[1] - t[2] - t[3];
+        const double in_worker = t[5] - t[0] - t[1] - t[2] - t[3] - t[6];
         ktune_buf_printf(&summary,
                          "ktune: %.1f s of the %.1f s in timed samples: sweep overhead %.1f%%; "
-                         "the rest: warm-ups %.1f s, inputs %.1f s, checks %.1f s, waits, "
-                         "flushes and graphs in the worker %.1f s (graphs %.1f s, mostly while "
-                         "the GPU ran), outside the worker %.1f s (worker starts, requests, the "
-                         "journal)\n",
-                         t[0], wall, wall > 0 ? 100 * (wall - t[0]) / wall : 0.0, t[1], t[2],
-                         t[3], in_worker, t[4], wall - t[5]);
+                         "the rest: checks %.1f s (their launches %.1f s), L2 flushes %.1f s, "
+                         "warm-ups %.1f s, inputs %.1f s, waits and graphs in the worker %.1f s "
+                         "(graphs %.1f s, mostly while the GPU ran), outside the worker %.1f s "
+                         "(worker starts, requests, the journal)\n",
+                         t[0], wall, wall > 0 ? 100 * (wall - t[0]) / wall : 0.0, t[3], t[7],
+                         t[6], t[1], t[2], in_worker, t[4], wall - t[5]);
     }
     if (noisy)
         ktune_buf_printf(&summary,

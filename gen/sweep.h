@@ -15,7 +15,7 @@ typedef struct {
     ktune_worker_opts worker; /* staged: its screen settings time the single trials */
     int staged;
     double config_timeout_s;
-    int top;                         /* configs a shape re-measured at the end */
+    int top; /* configs a shape re-measured at the end, at most (see final_margin) */
     const char *registry_dir; /* the committed entries of the device join each final round */
     const char *command_line;
     const char *source_rev;
@@ -26,6 +26,7 @@ typedef struct {
     int shard, shards; /* this run measures shapes shard, shard + shards, ... (shards >= 1) */
     double shape_budget_s; /* > 0: a shape stops taking new configs after this long */
     double run_budget_s;   /* > 0: the run stops (resumable) after this long */
+    double final_margin;   /* the final round re-measures configs this close to the fastest */
 } ktune_sweep_opts;
 
 /* ktune_sweep_run's results besides 0 and -1. */

@@ -90,11 +90,12 @@ static int spawn(ktune_worker *w, ktune_err *err)
     int in[2], out[2];
     if (pipe(in) != 0 || pipe(out) != 0)
         return ktune_fail(err, "pipe: %s", strerror(errno));
-    char samples[32], min_us[32], screen[32], screen_us[32], warm_us[32], dev[32];
+    char samples[32], min_us[32], screen[32], screen_us[32], cut[32], warm_us[32], dev[32];
     snprintf(samples, sizeof samples, "%d", w->opts.samples);
     snprintf(min_us, sizeof min_us, "%g", w->opts.min_sample_us);
     snprintf(screen, sizeof screen, "%d", w->opts.screen_samples);
     snprintf(screen_us, sizeof screen_us, "%g", w->opts.screen_min_sample_us);
+    snprintf(cut, sizeof cut, "%g", w->opts.screen_cut);
     snprintf(warm_us, sizeof warm_us, "%g", w->opts.warmup_us);
     snprintf(dev, sizeof dev, "%d", w->opts.device);
     pid_t pid = fork();
@@ -114,8 +115,8 @@ static int spawn(ktune_worker *w, ktune_err *err)
         close(out[1]);
         setpgid(0, 0); /* a Ctrl-C reaches the parent, which stops the worker itself */
         execl(w->opts.program, w->opts.program, "--samples", samples, "--min-sample-us", min_us,
-              "--screen-samples", screen, "--screen-min-sample-us", screen_us, "--warmup-us",
-              warm_us, "--device", dev, (char *)NULL);
+              "--screen-samples", screen, "--screen-min-sample-us", screen_us, "--screen-cut", cut,
+              "--warmup-us", warm_us, "--device", dev, (char *)NULL);
         fprintf(stderr, "ktune: cannot run %s: %s\n", w->opts.program, strerror(errno));
         _exit(127);
     }

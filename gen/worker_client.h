@@ -14,6 +14,8 @@ typedef struct {
     double min_sample_us;
     int screen_samples;   /* a single trial's; 0: as precise */
     double screen_min_sample_us;
+    double screen_cut;    /* > 0: a screened config this many times slower than the fastest
+                             after its first sample stops there */
     double warmup_us;
     int device;
     const char *log_path; /* the worker's stderr is appended here; NULL: inherit */

@@ -2,10 +2,12 @@
  *
  *   T <id> <config> <key...>            verify, then time one configuration (the screen's
  *                                       samples, which a staged search keeps short)
- *   X <id> <key...> <config>...         T for several configurations at once (at most 64), with
+ *   X <id> <key...> [@<us>] <config>... T for several configurations at once (at most 64), with
  *                                       fewer waits: answers "ok" then a status (ok, wrong,
  *                                       failed, invalid), time, spread and samples a config; the
- *                                       details of those not ok come from T
+ *                                       details of those not ok come from T. With --screen-cut,
+ *                                       a config far behind the fastest (the window's, or @us,
+ *                                       the shape's so far) stops after one sample
  *   M <id> <key...> <config>...         time several configurations interleaved (A B C A B C ...)
  *   B <id> <key...> <tuned> <default>   bench: tuned, default, a copy of the same bytes, the copy
  *                                       ceiling (GB/s), the bytes one launch moves, and (0 where
@@ -14,7 +16,8 @@
  *                                       the vendor's name (-)
  *   S <id>                              where this worker's time went since it started, in
  *                                       seconds: in timed samples, warm-ups, preparing inputs,
- *                                       checks, building graphs, and inside requests in all
+ *                                       checks, building graphs, inside requests in all, L2
+ *                                       flushes and the checks' probes
  *   Q                                   quit
  *
  * Answers: "H <sms> <cc> <sm90a> <max_threads> <smem_per_block> <l2_bytes> <driver> <runtime>
@@ -43,15 +46,18 @@ struct precision {
 struct settings {
     precision precise = {7, 200}; /* interleaved rounds, the bench, the ceilings */
     precision screen = {0, 0};    /* single trials; a 0 field: as precise */
-    double warmup_us = 50;
+    double warmup_us = 50;        /* before interleaved rounds (a screen's is the check's launch) */
+    double screen_cut = 0; /* > 0: a screened config whose first sample takes more than this
+                              times the fastest first sample stops at that sample */
     int device = 0;
 } opt;
 
 /* Where the worker's time went, in seconds: device time in timed samples and in warm-ups; host
- * time preparing inputs, in checks (with the probes and their wait), building graphs (mostly
- * while the GPU runs earlier work) and inside requests in all. */
+ * time preparing inputs, in checks (with the probes and their wait; less the probes that count
+ * as samples), building graphs (mostly while the GPU runs earlier work) and inside requests in
+ * all; device time in L2 flushes before samples and in the probes. */
 struct accounts {
-    double timed, warmup, prepare, check, graph, busy;
+    double timed, warmup, prepare, check, graph, busy, flush, probe;
 } spent;
 
 struct measurement {
@@ -112,19 +118,42 @@ __global__ void gate_kernel(const volatile unsigned *flag, unsigned generation,
     } while (now - start < timeout_ns);
 }
 
-cudaError_t gate_close()
+/* Closes a gate behind what is enqueued so far; *generation names it for gate_open. */
+cudaError_t gate_close(unsigned *generation)
 {
-    gate_generation++;
+    *generation = ++gate_generation;
     gate_kernel<<<1, 1, 0, stream>>>(gate_flag, gate_generation, gate_timeout_ns);
     return cudaGetLastError();
 }
 
-void gate_open() { __atomic_store_n(gate_flag, gate_generation, __ATOMIC_RELEASE); }
+/* Opens the gate of that generation and every earlier one (a gate never closes again). */
+void gate_open(unsigned generation)
+{
+    if ((int)(generation - __atomic_load_n(gate_flag, __ATOMIC_ACQUIRE)) > 0)
+        __atomic_store_n(gate_flag, generation, __ATOMIC_RELEASE);
+}
+
+/* Gates in a pipeline, for work enqueued piece by piece: each piece waits behind the held gate,
+ * which opens once the next gate is closed behind the piece, so the GPU runs a piece while the
+ * host enqueues the next and no span holds the host's latency between two pieces. */
+struct gate_pipe {
+    unsigned held = 0;
+    cudaError_t start() { return gate_close(&held); }
+    cudaError_t pass()
+    {
+        unsigned next = held;
+        cudaError_t e = gate_close(&next);
+        gate_open(held);
+        held = next;
+        return e;
+    }
+    void finish() { gate_open(held); }
+};
 
 /* Reports a failed request; exits when the context is lost. */
 void fail(long id, const char *what, cudaError_t e)
 {
-    gate_open();
+    gate_open(gate_generation);
     cudaGetLastError();
     cudaError_t sync = cudaStreamSynchronize(stream);
     bool lost = !recoverable(e) || sync != cudaSuccess;
@@ -216,13 +245,14 @@ bool sample_evicts_itself(int per_sample, double bytes_per_launch)
 }
 
 /* One run (a config, the copy, the vendor library) being timed: its probe, the launches a sample
- * holds, whether samples need a flush before them, its graph, its warm-up and its samples. */
+ * holds, whether samples need a flush before them, its graph, its warm-up, its samples (the probe
+ * first where it counts as one) and the flushes before them. */
 struct timing {
     span probe, warm;
     int per = 1;
-    bool flush = true, graph = true;
+    bool flush = true, graph = true, probe_is_sample = false;
     cudaGraphExec_t exec = nullptr;
-    std::vector<span> samples;
+    std::vector<span> samples, flushes;
 };
 
 /* The probe: one launch, timed. Enqueued behind a closed gate, it holds none of the host's launch
@@ -287,7 +317,16 @@ cudaError_t enqueue_setup(Run &run, timing &t, precision p, double bytes_per_lau
 
 template <typename Run> cudaError_t enqueue_sample(Run &run, timing &t, int round)
 {
-    cudaError_t e = t.flush ? flush_l2(round) : cudaSuccess;
+    cudaError_t e = cudaSuccess;
+    if (t.flush) {
+        span f;
+        e = span_mark(f, false);
+        if (e == cudaSuccess)
+            e = flush_l2(round);
+        if (e == cudaSuccess)
+            e = span_mark(f, true);
+        t.flushes.push_back(f);
+    }
     span s;
     if (e == cudaSuccess)
         e = span_mark(s, false);
@@ -301,6 +340,16 @@ template <typename Run> cudaError_t enqueue_sample(Run &run, timing &t, int roun
     return e;
 }
 
+/* The probe as a config's first sample, where a sample holds one launch that evicts L2 by
+ * itself: the probe then is a sample like the others (its set follows its own launches). */
+void count_probe_as_sample(timing &t)
+{
+    if (t.per == 1 && !t.flush && t.samples.empty()) {
+        t.samples.push_back(t.probe);
+        t.probe_is_sample = true;
+    }
+}
+
 /* After the wait: the median and spread of the samples; the graph is freed. */
 measurement finish(timing &t)
 {
@@ -310,6 +359,12 @@ measurement finish(timing &t)
         spent.timed += x * 1e-6;
         us.push_back(x / t.per);
     }
+    if (t.probe_is_sample) { /* in the check's time and the probes' too: counted as a sample */
+        spent.check -= span_us(t.probe) * 1e-6;
+        spent.probe -= span_us(t.probe) * 1e-6;
+    }
+    for (const span &f : t.flushes)
+        spent.flush += span_us(f) * 1e-6;
     spent.warmup += span_us(t.warm) * 1e-6;
     if (t.exec)
         cudaGraphExecDestroy(t.exec);
@@ -325,22 +380,23 @@ cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, preci
 {
     std::vector<timing> t(runs.size());
     events_used = 0;
-    cudaError_t e = gate_close();
+    unsigned gate = 0;
+    cudaError_t e = gate_close(&gate);
     for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++) {
         t[r].graph = graph;
         e = enqueue_probe(runs[r], t[r]);
     }
-    gate_open();
+    gate_open(gate);
     if (e == cudaSuccess)
         e = wait_all();
     for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++)
         e = enqueue_setup(runs[r], t[r], p, bytes_per_launch, opt.warmup_us);
     if (e == cudaSuccess)
-        e = gate_close();
+        e = gate_close(&gate);
     for (int s = 0; s < p.samples && e == cudaSuccess; s++)
         for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++)
             e = enqueue_sample(runs[r], t[r], s);
-    gate_open();
+    gate_open(gate);
     if (e == cudaSuccess)
         e = wait_all();
     out.clear();
@@ -429,7 +485,7 @@ void fail_alone(trial &x, const char *what, cudaError_t *e)
 }
 
 /* Verifies configs (those of ts with an instance): poisons the output, runs the config on set 0
- * (timed: the config's probe) and compares; everything enqueued behind a closed gate, one wait.
+ * (timed: the config's probe) and compares; config by config behind pipelined gates, one wait.
  * A config whose launch fails where the context survives is failed alone; an error that loses the
  * context is returned. */
 cudaError_t check_all(std::vector<trial> &ts)
@@ -439,12 +495,13 @@ cudaError_t check_all(std::vector<trial> &ts)
     unsigned long long bad[2 * max_screen];
     int64_t rows[max_screen], cols[max_screen];
     double t0 = now_s();
+    gate_pipe gates;
     cudaError_t e = n <= (size_t)max_screen ? cudaSuccess : cudaErrorInvalidValue;
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(check_counters, check_counters_init, sizeof bad,
                             cudaMemcpyHostToDevice, stream);
     if (e == cudaSuccess)
-        e = gate_close();
+        e = gates.start();
     for (size_t i = 0; i < n && e == cudaSuccess; i++) {
         trial &x = ts[i];
         if (x.instance < 0)
@@ -459,14 +516,18 @@ cudaError_t check_all(std::vector<trial> &ts)
         if (e == cudaSuccess)
             e = fam.compare(stream, check_counters + 2 * i, &rows[i], &cols[i]);
         fail_alone(x, "check", &e);
+        if (e == cudaSuccess)
+            e = gates.pass();
     }
-    gate_open();
+    gates.finish();
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(bad, check_counters, sizeof bad, cudaMemcpyDeviceToHost, stream);
     if (e == cudaSuccess)
         e = wait_all();
     spent.check += now_s() - t0;
-    for (size_t i = 0; i < n && e == cudaSuccess; i++)
+    for (size_t i = 0; i < n && e == cudaSuccess; i++) {
+        if (ts[i].instance >= 0)
+            spent.probe += span_us(ts[i].t.probe) * 1e-6;
         if (ts[i].ok() && bad[2 * i] != 0) {
             ts[i].status = "wrong";
             snprintf(ts[i].detail, sizeof ts[i].detail,
@@ -474,38 +535,68 @@ cudaError_t check_all(std::vector<trial> &ts)
                      bad[2 * i], (long long)(rows[i] * cols[i]),
                      (long long)(bad[2 * i + 1] / cols[i]), (long long)(bad[2 * i + 1] % cols[i]));
         }
+    }
     return e;
 }
 
-/* Verifies, then times, configs one after another with the screen's samples: the checks (with
- * their probes), one wait; then each config's warm-up and samples, the next config's graph built
- * while the GPU runs them, one wait. */
-cudaError_t screen(std::vector<trial> &ts)
+/* Verifies, then times, configs with the screen's samples (precise ones when none are given),
+ * with no warm-up besides the check's launch. The checks (with their probes) go behind one wait.
+ * Then, config by config behind pipelined gates (the GPU runs one config while the host builds
+ * the next one's graph), the first sample of each, or all of them where there is no cut; one
+ * wait. With a cut, a config whose first sample takes more than screen_cut times the fastest
+ * first sample (the window's, or `best_us`, the shape's fastest so far) stops there; the others'
+ * remaining samples go behind one gate, one wait. */
+cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
 {
-    precision p = opt.precise; /* the screen's, where given */
+    precision p = opt.precise;
     if (opt.screen.samples > 0)
         p.samples = opt.screen.samples;
     if (opt.screen.min_sample_us > 0)
         p.min_sample_us = opt.screen.min_sample_us;
-    /* a short screen needs no warm-up besides the check's launch */
-    const double warmup_us = opt.screen.samples > 0 ? 0 : opt.warmup_us;
+    const bool cut = opt.screen_cut > 0 && p.samples > 1;
     const size_t n = ts.size();
     cudaError_t e = check_all(ts);
     if (e != cudaSuccess)
         return e;
     const double bytes = fam.bytes(current_key);
+    gate_pipe gates;
+    e = gates.start();
     for (size_t i = 0; i < n && e == cudaSuccess; i++) {
         trial &x = ts[i];
         if (!x.ok())
             continue;
         launch_run run{x.instance};
-        e = enqueue_setup(run, x.t, p, bytes, warmup_us);
-        for (int r = 0; r < p.samples && e == cudaSuccess; r++)
+        e = enqueue_setup(run, x.t, p, bytes, 0);
+        if (e == cudaSuccess)
+            count_probe_as_sample(x.t);
+        for (int r = (int)x.t.samples.size(); r < (cut ? 1 : p.samples) && e == cudaSuccess; r++)
             e = enqueue_sample(run, x.t, r);
         fail_alone(x, "timing", &e);
+        if (e == cudaSuccess)
+            e = gates.pass();
     }
+    gates.finish();
     if (e == cudaSuccess)
         e = wait_all();
+    if (e == cudaSuccess && cut) {
+        auto first_us = [](const trial &x) { return span_us(x.t.samples[0]) / x.t.per; };
+        for (const trial &x : ts)
+            if (x.ok())
+                best_us = std::min(best_us, first_us(x));
+        e = gates.start();
+        for (size_t i = 0; i < n && e == cudaSuccess; i++) {
+            trial &x = ts[i];
+            if (!x.ok() || first_us(x) > opt.screen_cut * best_us)
+                continue;
+            launch_run run{x.instance};
+            for (int r = 1; r < p.samples && e == cudaSuccess; r++)
+                e = enqueue_sample(run, x.t, r);
+            fail_alone(x, "timing", &e);
+        }
+        gates.finish();
+        if (e == cudaSuccess)
+            e = wait_all();
+    }
     for (size_t i = 0; i < n; i++) {
         if (ts[i].ok())
             ts[i].m = finish(ts[i].t);
@@ -541,7 +632,12 @@ void do_screen(long id, char **save)
     if (!take_key(id, save))
         return;
     std::vector<trial> ts;
+    double best_us = INFINITY;
     for (char *tok = strtok_r(NULL, " \n", save); tok; tok = strtok_r(NULL, " \n", save)) {
+        if (tok[0] == '@' && ts.empty()) {
+            best_us = atof(tok + 1) > 0 ? atof(tok + 1) : INFINITY;
+            continue;
+        }
         if (ts.size() == (size_t)max_screen) {
             reply("R %ld failed 0 0 0 more than %d configs\n", id, max_screen);
             return;
@@ -549,7 +645,7 @@ void do_screen(long id, char **save)
         ts.emplace_back();
         ts.back().instance = find_instance(tok);
     }
-    cudaError_t e = screen(ts);
+    cudaError_t e = screen(ts, best_us);
     if (e != cudaSuccess)
         return fail(id, "screening", e);
     printf("R %ld ok", id);
@@ -710,15 +806,15 @@ void do_bench(long id, char **save)
 
 void do_stats(long id)
 {
-    reply("R %ld ok %.6f %.6f %.6f %.6f %.6f %.6f\n", id, spent.timed, spent.warmup, spent.prepare,
-          spent.check, spent.graph, spent.busy);
+    reply("R %ld ok %.6f %.6f %.6f %.6f %.6f %.6f %.6f %.6f\n", id, spent.timed, spent.warmup,
+          spent.prepare, spent.check, spent.graph, spent.busy, spent.flush, spent.probe);
 }
 
 int usage(const char *argv0)
 {
     fprintf(stderr,
             "usage: %s [--samples N] [--min-sample-us U] [--screen-samples N]\n"
-            "          [--screen-min-sample-us U] [--warmup-us U] [--device D]\n"
+            "          [--screen-min-sample-us U] [--screen-cut F] [--warmup-us U] [--device D]\n"
             "Started by ktune sweep, bench and verify; requests on stdin, answers on stdout.\n",
             argv0);
     return 1;
@@ -739,6 +835,8 @@ int main(int argc, char **argv)
             opt.screen.samples = std::max(0, atoi(argv[++i]));
         else if (strcmp(argv[i], "--screen-min-sample-us") == 0)
             opt.screen.min_sample_us = atof(argv[++i]);
+        else if (strcmp(argv[i], "--screen-cut") == 0)
+            opt.screen_cut = std::max(0.0, atof(argv[++i]));
         else if (strcmp(argv[i], "--warmup-us") == 0)
             opt.warmup_us = atof(argv[++i]);
         else if (strcmp(argv[i], "--device") == 0)

@@ -151,6 +151,45 @@ grep -q "n: 64, config: good_tile4" "$reg" || bad "a slower run worsened n=64"
 [ "$sum" = "$(md5sum <"$reg")" ] || bad "a run with the same winners changed the registry"
 cat "$work/f.log"
 
+note "the final round re-measures the fastest, those within --final-margin, the default and the committed config"
+cat >"$work/margin.yaml" <<'EOF'
+family: sim
+key:
+  - {name: n}
+variants:
+  good:
+    params:
+      tile: [1, 2, 4, 8, 16, 32]
+  slow:
+    params:
+      tile: [4, 8]
+defaults:
+  - {variant: good, tile: 1}
+shapes:
+  - list:
+      - {n: 64}
+EOF
+block() { cut -d, -f2,3,5 "$1/final.csv" | tail -n +2 | tr '\n' ' '; }
+# n=64: good_tile8 20 us, good_tile4 22, good_tile16 28, slow_tile8 30, the default good_tile1
+# 65.5; the final round's times are told apart by a factor of 1.01
+KTUNE_SIM_FINAL_SCALE=1.01 "$ktune" sweep --space "$work/margin.yaml" --worker "$worker" \
+  --run "$work/m1" --registry-dir "$work/reg-m" >/dev/null 2>&1 || bad "sweep m1"
+want="good_tile8,1,20.2000 good_tile1,2,66.1550 slow_tile8,3,30.0000 "
+[ "$(block "$work/m1")" = "$want" ] || bad "margin 0.05: $(block "$work/m1")"
+grep -q '^final_margin: 0.05' "$work/m1/meta.yaml" || bad "the margin is not in the metadata"
+KTUNE_SIM_FINAL_SCALE=1.01 "$ktune" sweep --space "$work/margin.yaml" --worker "$worker" \
+  --run "$work/m2" --registry-dir "$work/reg-m" --final-margin 0.5 --top 3 >/dev/null 2>&1 || bad "sweep m2"
+want="good_tile8,1,20.2000 good_tile4,2,22.2200 good_tile16,3,28.2800 slow_tile8,4,30.3000 good_tile1,5,66.1550 "
+[ "$(block "$work/m2")" = "$want" ] || bad "margin 0.5, top 3: $(block "$work/m2")"
+# with the registry of the runs above, where good_tile4 is n=64's committed config
+KTUNE_SIM_FINAL_SCALE=1.01 "$ktune" sweep --space "$work/margin.yaml" --worker "$worker" \
+  --run "$work/m4" --registry-dir "$work/reg" >/dev/null 2>&1 || bad "sweep m4"
+want="good_tile8,1,20.2000 good_tile4,2,22.2200 good_tile1,3,66.1550 slow_tile8,4,30.0000 "
+[ "$(block "$work/m4")" = "$want" ] || bad "the committed config: $(block "$work/m4")"
+"$ktune" sweep --space "$work/margin.yaml" --worker "$worker" --run "$work/m3" \
+  --screen-cut 0.5 >"$work/m3.log" 2>&1 && bad "--screen-cut 0.5 was taken"
+grep -q "screen-cut: 0.5 would cut the fastest config" "$work/m3.log" || bad "no word on --screen-cut 0.5"
+
 note "no device: a clear message, nothing written"
 before=$(find "$work/reg" -type f | xargs md5sum)
 KTUNE_SIM_NO_DEVICE=1 sweep "$work/g" --apply >"$work/g.log" 2>&1

@@ -1,6 +1,7 @@
 /* The simulated backend: a worker that speaks the sweep protocol without a GPU, so that the
  * sweep's orchestration runs in CI. Its configs misbehave on purpose, by variant:
  *   good_tile<T>    ok; time n / T + 1.5 T microseconds (one best tile a shape)
+ *   slow_tile<T>    ok; 1.5 times good_tile<T>
  *   crash_code<S>   raises signal S
  *   hang_seconds<S> sleeps S seconds without answering
  *   wrong_delta<D>  its sum of 1..n is off by D: recorded wrong
@@ -9,6 +10,7 @@
  * down, as a lost CUDA context does), M, B and S.
  * Environment: KTUNE_SIM_DELAY_MS (sleep before each answer), KTUNE_SIM_BONUS=<config>:<factor>
  * (scales one config's time), KTUNE_SIM_SCALE=<factor> (scales every time),
+ * KTUNE_SIM_FINAL_SCALE=<factor> (scales the times M answers: the final round's, told apart),
  * KTUNE_SIM_NO_DEVICE=1 (behaves like a host without a GPU). */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -28,9 +30,13 @@ static void sleep_ms(long ms)
 static double sim_time(const char *config, long long n)
 {
     int tile;
-    if (sscanf(config, "good_tile%d", &tile) != 1 || tile < 1)
+    double us;
+    if (sscanf(config, "good_tile%d", &tile) == 1 && tile >= 1)
+        us = (double)n / tile + 1.5 * tile;
+    else if (sscanf(config, "slow_tile%d", &tile) == 1 && tile >= 1)
+        us = 1.5 * ((double)n / tile + 1.5 * tile);
+    else
         return -1;
-    double us = (double)n / tile + 1.5 * tile;
     if (getenv("KTUNE_SIM_SCALE"))
         us *= atof(getenv("KTUNE_SIM_SCALE"));
     const char *bonus = getenv("KTUNE_SIM_BONUS");
@@ -103,6 +109,8 @@ int main(void)
             char answers[8192] = "";
             size_t len = 0;
             for (char *c = strtok_r(NULL, " \n", &save); c; c = strtok_r(NULL, " \n", &save)) {
+                if (c[0] == '@') /* the shape's fastest so far: no cut here */
+                    continue;
                 char answer[512], st[32];
                 double us = 0;
                 trial(c, n, answer, sizeof answer, &timed_s);
@@ -113,9 +121,10 @@ int main(void)
             printf("R %ld ok%s\n", id, answers);
         } else if (strcmp(cmd, "M") == 0) {
             long long n = atoll(strtok_r(NULL, " \n", &save));
+            const char *scale = getenv("KTUNE_SIM_FINAL_SCALE");
             printf("R %ld ok", id);
             for (char *c = strtok_r(NULL, " \n", &save); c; c = strtok_r(NULL, " \n", &save))
-                printf(" %.4f 0.00100", sim_time(c, n));
+                printf(" %.4f 0.00100", sim_time(c, n) * (scale ? atof(scale) : 1.0));
             printf("\n");
         } else if (strcmp(cmd, "B") == 0) {
             long long n = atoll(strtok_r(NULL, " \n", &save));
@@ -123,7 +132,7 @@ int main(void)
             printf("R %ld ok %.4f 0.00100 %.4f 0.00100 %.4f 0.00100 3000.00 %.0f\n", id,
                    sim_time(tuned, n), sim_time(def, n), n / 10.0, 8.0 * n);
         } else if (strcmp(cmd, "S") == 0) {
-            printf("R %ld ok %.6f 0 0 0 0 %.6f\n", id, timed_s, timed_s);
+            printf("R %ld ok %.6f 0 0 0 0 %.6f 0 0\n", id, timed_s, timed_s);
         } else {
             printf("R %ld failed 0 0 0 unknown request\n", id);
         }
