@@ -39,9 +39,9 @@ static const char usage_text[] =
     "      --search exhaustive   measure every config precisely, then re-measure the best few\n"
     "      --samples N           timed samples a precise measurement (7)\n"
     "      --min-sample-us U     shortest sample; launches are repeated to reach it (200)\n"
-    "      --screen-samples N    timed samples a config in a staged search's screen (3)\n"
+    "      --screen-samples N    timed samples a config in a staged search's screen (2)\n"
     "      --screen-min-sample-us U\n"
-    "                            shortest sample of the screen (50)\n"
+    "                            shortest sample of the screen (30)\n"
     "      --screen-cut F        a screened config whose first sample takes more than F times\n"
     "                            the shape's fastest first sample stops there (1.25; 0: never)\n"
     "      --warmup-us U         warm-up before an interleaved measurement (50)\n"
@@ -157,10 +157,10 @@ static int parse_options(int argc, char **argv, options *o)
     o->m4 = KTUNE_M4;
     o->search = "staged";
     o->samples = 7;
-    o->screen_samples = 3;
+    o->screen_samples = 2;
     o->shards = 4;
     o->min_sample_us = 200;
-    o->screen_min_sample_us = 50;
+    o->screen_min_sample_us = 30;
     o->screen_cut = 1.25;
     o->final_margin = 0.05;
     o->warmup_us = 50;

@@ -479,8 +479,8 @@ static int final_round(const ktune_sweep_opts *o, const ktune_registry *committe
 /* Where the workers' time went, as the S request reports it (seconds): device time in timed
  * samples and warm-ups; host time preparing inputs, in checks, building graphs (mostly while the
  * GPU runs earlier work) and inside requests in all; device time in L2 flushes and in the checks'
- * probes that are not samples. */
-#define KTUNE_NSPENT 8
+ * probes that are not samples; host time waiting for the GPU. */
+#define KTUNE_NSPENT 9
 typedef struct {
     double total[KTUNE_NSPENT], last[KTUNE_NSPENT];
     int last_restarts, answered;
@@ -498,8 +498,8 @@ static void spent_update(ktune_worker *w, spent_tally *t, int *interrupted)
     if (kind == KTUNE_REPLY_INTERRUPTED)
         *interrupted = 1;
     if (kind != KTUNE_REPLY_OK ||
-        sscanf(reply, "R %*d ok %lf %lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2], &v[3], &v[4],
-               &v[5], &v[6], &v[7]) != KTUNE_NSPENT)
+        sscanf(reply, "R %*d ok %lf %lf %lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2], &v[3],
+               &v[4], &v[5], &v[6], &v[7], &v[8]) != KTUNE_NSPENT)
         return;
     if (w->restarts != t->last_restarts) {
         memset(t->last, 0, sizeof t->last);
@@ -843,10 +843,11 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                          "ktune: %.1f s of the %.1f s in timed samples: sweep overhead %.1f%%; "
                          "the rest: checks %.1f s (their launches %.1f s), L2 flushes %.1f s, "
                          "warm-ups %.1f s, inputs %.1f s, waits and graphs in the worker %.1f s "
-                         "(graphs %.1f s, mostly while the GPU ran), outside the worker %.1f s "
-                         "(worker starts, requests, the journal)\n",
+                         "(graphs %.1f s, mostly while the GPU ran; the worker waited for the GPU "
+                         "%.1f s), outside the worker %.1f s (worker starts %.1f s, requests, the "
+                         "journal)\n",
                          t[0], wall, wall > 0 ? 100 * (wall - t[0]) / wall : 0.0, t[3], t[7],
-                         t[6], t[1], t[2], in_worker, t[4], wall - t[5]);
+                         t[6], t[1], t[2], in_worker, t[4], t[8], wall - t[5], w.start_s);
     }
     if (noisy)
         ktune_buf_printf(&summary,

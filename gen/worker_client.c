@@ -88,6 +88,7 @@ static void reap(ktune_worker *w, int kill_first, char *how, size_t size)
 static int spawn(ktune_worker *w, ktune_err *err)
 {
     int in[2], out[2];
+    const double t0 = now_s();
     if (pipe(in) != 0 || pipe(out) != 0)
         return ktune_fail(err, "pipe: %s", strerror(errno));
     char samples[32], min_us[32], screen[32], screen_us[32], cut[32], warm_us[32], dev[32];
@@ -150,6 +151,7 @@ static int spawn(ktune_worker *w, ktune_err *err)
     d->smem_per_block = smem;
     d->l2_bytes = l2;
     snprintf(d->name, sizeof d->name, "%s", line + name_at);
+    w->start_s += now_s() - t0;
     return 0;
 }
 

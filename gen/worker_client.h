@@ -38,6 +38,7 @@ typedef struct {
     size_t len;
     ktune_worker_device device;
     int restarts;
+    double start_s; /* spent starting workers until their first line, in seconds */
 } ktune_worker;
 
 typedef enum {

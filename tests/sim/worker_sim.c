@@ -132,7 +132,7 @@ int main(void)
             printf("R %ld ok %.4f 0.00100 %.4f 0.00100 %.4f 0.00100 3000.00 %.0f\n", id,
                    sim_time(tuned, n), sim_time(def, n), n / 10.0, 8.0 * n);
         } else if (strcmp(cmd, "S") == 0) {
-            printf("R %ld ok %.6f 0 0 0 0 %.6f 0 0\n", id, timed_s, timed_s);
+            printf("R %ld ok %.6f 0 0 0 0 %.6f 0 0 0\n", id, timed_s, timed_s);
         } else {
             printf("R %ld failed 0 0 0 unknown request\n", id);
         }
