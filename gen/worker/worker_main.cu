@@ -480,8 +480,23 @@ struct trial {
     char detail[512] = "";
     timing t;
     measurement m;
+    bool finished = false; /* m holds the result; the graph is freed */
     bool ok() const { return instance >= 0 && strcmp(status, "ok") == 0; }
 };
+
+/* Finishes a config whose samples have run, if they have (without waiting): so that reading its
+ * spans and freeing its graph happen while the GPU runs later configs. */
+bool finish_if_done(trial &x)
+{
+    if (!x.ok() || x.t.samples.empty())
+        return true;
+    const span &last = x.t.samples.back();
+    if (cudaEventQuery(event_pool[(size_t)last.first + 1]) != cudaSuccess)
+        return false;
+    x.m = finish(x.t);
+    x.finished = true;
+    return true;
+}
 
 /* A launch error the context survives fails the config alone (*e cleared); others stay in *e. */
 void fail_alone(trial &x, const char *what, cudaError_t *e)
@@ -571,6 +586,7 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
     const double bytes = fam.bytes(current_key);
     gate_pipe gates;
     e = gates.start();
+    size_t done = 0; /* without a cut, configs before this one are finished */
     for (size_t i = 0; i < n && e == cudaSuccess; i++) {
         trial &x = ts[i];
         if (!x.ok())
@@ -584,6 +600,8 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
         fail_alone(x, "timing", &e);
         if (e == cudaSuccess)
             e = gates.pass();
+        while (!cut && e == cudaSuccess && done < i && finish_if_done(ts[done]))
+            done++;
     }
     gates.finish();
     if (e == cudaSuccess)
@@ -608,9 +626,9 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
             e = wait_all();
     }
     for (size_t i = 0; i < n; i++) {
-        if (ts[i].ok())
+        if (ts[i].ok() && !ts[i].finished)
             ts[i].m = finish(ts[i].t);
-        else if (ts[i].t.exec)
+        else if (!ts[i].ok() && ts[i].t.exec)
             cudaGraphExecDestroy(ts[i].t.exec);
     }
     return e;
