@@ -471,23 +471,40 @@ __device__ __forceinline__ void chunk_fetch(T *buf, const T *src, int n, bool al
         buf[i] = src[i];
 }
 
+/* The max of a pack's elements and m (16-bit elements compared two at a time, as stored). */
+template <typename T, int E> __device__ __forceinline__ float pack_max(const pack<T, E> &p, float m)
+{
+    if constexpr (sizeof(T) == 2) {
+        uint32_t w[E / 2];
+        memcpy(w, &p, sizeof p);
+#pragma unroll
+        for (int j = 1; j < E / 2; j++)
+            w[0] = max2<T>(w[0], w[j]);
+        const float2 pair = unpack2<T>(w[0]);
+        return fmaxf(m, fmaxf(pair.x, pair.y));
+    } else {
+#pragma unroll
+        for (int j = 0; j < E; j++)
+            m = fmaxf(m, to_float(p.v[j]));
+        return m;
+    }
+}
+
 /* The block's max m and the block-wide sum s of exp(x - m) over the n elements of its chunk in
- * shared memory (buf); every thread gets both. Blocks whose chunk lies past the row's end call it
- * with n = 0. */
+ * shared memory (buf), every thread getting both; each exponential replaces its element in buf,
+ * rounded to T, for chunk_write (16-bit types: half a unit in the last place, before the scaling's
+ * own rounding). A thread reads and writes only its own vectors. Blocks whose chunk lies past the
+ * row's end call it with n = 0. */
 template <typename T, int THREADS>
-__device__ __forceinline__ void chunk_reduce(const T *buf, int n, float *red, float &m, float &s)
+__device__ __forceinline__ void chunk_reduce(T *buf, int n, float *red, float &m, float &s)
 {
     constexpr int E = 16 / sizeof(T);
     const int nv = n / E;
     const int tid = threadIdx.x;
-    const pack<T, E> *vbuf = reinterpret_cast<const pack<T, E> *>(buf);
+    pack<T, E> *vbuf = reinterpret_cast<pack<T, E> *>(buf);
     m = -INFINITY;
-    for (int i = tid; i < nv; i += THREADS) {
-        const pack<T, E> p = vbuf[i];
-#pragma unroll
-        for (int j = 0; j < E; j++)
-            m = fmaxf(m, to_float(p.v[j]));
-    }
+    for (int i = tid; i < nv; i += THREADS)
+        m = pack_max<T, E>(vbuf[i], m);
     for (int i = nv * E + tid; i < n; i += THREADS)
         m = fmaxf(m, to_float(buf[i]));
     m = block_reduce<THREADS, true>(m, red);
@@ -495,35 +512,40 @@ __device__ __forceinline__ void chunk_reduce(const T *buf, int n, float *red, fl
     s = 0.f;
     for (int i = tid; i < nv; i += THREADS) {
         const pack<T, E> p = vbuf[i];
+        float e[E];
 #pragma unroll
-        for (int j = 0; j < E; j++)
-            s += __expf(to_float(p.v[j]) - base);
+        for (int j = 0; j < E; j++) {
+            e[j] = __expf(to_float(p.v[j]) - base);
+            s += e[j];
+        }
+        vbuf[i] = convert<T, E>(e, 1.f);
     }
-    for (int i = nv * E + tid; i < n; i += THREADS)
-        s += __expf(to_float(buf[i]) - base);
+    for (int i = nv * E + tid; i < n; i += THREADS) {
+        const float e = __expf(to_float(buf[i]) - base);
+        s += e;
+        buf[i] = from_float<T>(e);
+    }
     s = block_reduce<THREADS, false>(s, red);
 }
 
-/* dst = exp(x - m) * scale over the chunk in shared memory. */
+/* dst = e * scale over the chunk's exponentials in shared memory (chunk_reduce's). */
 template <typename T, int THREADS>
-__device__ __forceinline__ void chunk_write(const T *buf, T *dst, int n, bool aligned, float m,
-                                            float scale)
+__device__ __forceinline__ void chunk_write(const T *buf, T *dst, int n, bool aligned, float scale)
 {
     constexpr int E = 16 / sizeof(T);
     const int nv = n / E;
     const int tid = threadIdx.x;
     const pack<T, E> *vbuf = reinterpret_cast<const pack<T, E> *>(buf);
-    const float base = m == -INFINITY ? 0.f : m;
     for (int i = tid; i < nv; i += THREADS) {
         const pack<T, E> p = vbuf[i];
         float e[E];
 #pragma unroll
         for (int j = 0; j < E; j++)
-            e[j] = __expf(to_float(p.v[j]) - base);
+            e[j] = to_float(p.v[j]);
         store<T, E>(dst, (int64_t)i * E, n, aligned, e, scale);
     }
     for (int i = nv * E + tid; i < n; i += THREADS)
-        dst[i] = from_float<T>(__expf(to_float(buf[i]) - base) * scale);
+        dst[i] = from_float<T>(to_float(buf[i]) * scale);
 }
 
 template <typename T, int CTAS, int THREADS>
@@ -550,7 +572,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const float scale = cluster_scale<CTAS>(m, sum, &part);
     if constexpr (CTAS > 1)
         ktune_cluster::arrive(); /* done with the other blocks' slots */
-    chunk_write<T, THREADS>(buf, y + row * cols + begin, n, aligned, m, scale);
+    chunk_write<T, THREADS>(buf, y + row * cols + begin, n, aligned, scale);
     if constexpr (CTAS > 1)
         ktune_cluster::wait(); /* no block leaves while another still reads its shared memory */
 #else
@@ -597,13 +619,13 @@ __global__ void __launch_bounds__(THREADS, 1)
         asm volatile("cp.async.commit_group;\n" ::: "memory");
         asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");
         __syncthreads();
-        const T *buf = base + (size_t)stage * chunk;
+        T *buf = base + (size_t)stage * chunk;
         float m, sum;
         chunk_reduce<T, THREADS>(buf, n, red, m, sum);
         /* a block writes slot k again two rows later, after the next row's cluster barrier, which
          * no block passes before it has read the slots of this row */
         const float scale = cluster_scale<CTAS>(m, sum, &part[parity]);
-        chunk_write<T, THREADS>(buf, y + row * cols + begin, n, aligned, m, scale);
+        chunk_write<T, THREADS>(buf, y + row * cols + begin, n, aligned, scale);
         __syncthreads(); /* the buffer is read before the next row's copy overwrites it */
         parity ^= 1;
         stage = stage + 1 == STAGES ? 0 : stage + 1;
