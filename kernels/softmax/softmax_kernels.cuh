@@ -584,11 +584,9 @@ __global__ void __launch_bounds__(THREADS, 1)
 /* Persistent clusters: cluster c of `clusters` takes rows c, c + clusters, ... Each block holds
  * its chunk of a row in one of STAGES shared-memory buffers, and the copies of the next
  * STAGES - 1 rows are in flight while it reduces and writes this one, so that the loads of a
- * multiprocessor never wait for its stores. Registers are bounded (40 a thread) so that as many
- * as 1536 threads fit a multiprocessor where shared memory allows: short chunks (many blocks in
- * a cluster) then keep more rows in flight. */
+ * multiprocessor never wait for its stores. */
 template <typename T, int CTAS, int THREADS, int STAGES>
-__global__ void __launch_bounds__(THREADS, THREADS <= 1536 ? 1536 / THREADS : 1)
+__global__ void __launch_bounds__(THREADS, 1)
     pipe_kernel(const T *x, T *y, int64_t rows, int cols, int chunk, bool aligned)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
