@@ -2,6 +2,7 @@
 /* softmax on NVIDIA H100 80GB HBM3 (132 SMs, compute capability 90): 168 tuned keys.
  * run 1: softmax-h100; driver 580.159.04, CUDA 13.0, source 538cc5c304bb, 2026-11-22
  * run 2: softmax-gpu; driver 580.159.04, CUDA 13.0, source 603c0398ca2e, 2026-11-22
+ * run 3: softmax-gpu; driver 580.159.04, CUDA 13.0, source 4acf9bc13e4e, 2026-11-22
  * Each row: key, configuration, its time (us), the family default's time (us). */
 #ifndef KTUNE_SOFTMAX_NVIDIA_H100_80GB_HBM3_132_H
 #define KTUNE_SOFTMAX_NVIDIA_H100_80GB_HBM3_132_H
@@ -88,9 +89,9 @@ static const ktune_row ktune_softmax_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_F16, 32, 4096}, "block_threads256_vec4_iters4", 2.814f, 6.167f},
     {{KTUNE_F16, 32, 8192}, "block_threads256_vec8_iters4", 3.285f, 9.723f},
     {{KTUNE_F16, 32, 16384}, "block_threads512_vec8_iters4", 4.319f, 16.803f},
-    {{KTUNE_F16, 32, 32768}, "cluster_ctas4_threads256_vec4_iters8", 6.858f, 30.955f},
+    {{KTUNE_F16, 32, 32768}, "cluster_ctas8_threads128_vec4_iters8", 5.549f, 30.820f},
     {{KTUNE_F16, 32, 65536}, "cluster_ctas8_threads256_vec4_iters8", 8.942f, 63.851f},
-    {{KTUNE_F16, 32, 131072}, "pipe_ctas16_threads256_stages2", 13.013f, 185.328f},
+    {{KTUNE_F16, 32, 131072}, "cluster_ctas16_threads128_vec4_iters16", 12.522f, 184.624f},
     {{KTUNE_F16, 1024, 32}, "vec_vec1_iters1_warps4", 2.071f, 2.650f},
     {{KTUNE_F16, 1024, 64}, "vec_vec1_iters2_warps4", 2.174f, 2.721f},
     {{KTUNE_F16, 1024, 128}, "vec_vec4_iters1_warps4", 2.304f, 2.791f},
@@ -102,7 +103,7 @@ static const ktune_row ktune_softmax_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_F16, 1024, 8192}, "block_threads256_vec8_iters4", 13.346f, 25.165f},
     {{KTUNE_F16, 1024, 16384}, "smem_ctas1_threads256", 25.957f, 61.152f},
     {{KTUNE_F16, 1024, 32768}, "smem_ctas1_threads256", 48.672f, 120.608f},
-    {{KTUNE_F16, 1024, 65536}, "smem_ctas1_threads1024", 104.800f, 238.304f},
+    {{KTUNE_F16, 1024, 65536}, "smem_ctas1_threads512", 99.888f, 237.856f},
     {{KTUNE_F16, 1024, 131072}, "pipe_ctas8_threads256_stages2", 231.552f, 473.312f},
     {{KTUNE_F16, 8192, 32}, "vec_vec1_iters1_warps4", 2.861f, 8.277f},
     {{KTUNE_F16, 8192, 64}, "vec_vec1_iters2_warps4", 2.964f, 8.302f},
@@ -110,7 +111,7 @@ static const ktune_row ktune_softmax_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_F16, 8192, 256}, "vec_vec8_iters2_warps4", 4.921f, 8.398f},
     {{KTUNE_F16, 8192, 512}, "vec_vec8_iters2_warps2", 7.705f, 9.310f},
     {{KTUNE_F16, 8192, 1024}, "vec_vec8_iters4_warps2", 13.406f, 14.637f},
-    {{KTUNE_F16, 8192, 2048}, "block_threads128_vec4_iters4", 24.523f, 56.437f},
+    {{KTUNE_F16, 8192, 2048}, "block_threads128_vec8_iters2", 24.562f, 56.128f},
     {{KTUNE_F16, 8192, 4096}, "block_threads128_vec8_iters4", 46.811f, 83.384f},
     {{KTUNE_F16, 8192, 8192}, "block_threads512_vec8_iters2", 92.128f, 141.104f},
     {{KTUNE_F16, 8192, 16384}, "block_threads512_vec8_iters4", 181.104f, 377.568f},
@@ -146,7 +147,7 @@ static const ktune_row ktune_softmax_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_BF16, 32, 16384}, "block_threads512_vec8_iters4", 4.320f, 16.809f},
     {{KTUNE_BF16, 32, 32768}, "cluster_ctas8_threads128_vec4_iters8", 5.728f, 30.805f},
     {{KTUNE_BF16, 32, 65536}, "cluster_ctas8_threads256_vec4_iters8", 9.026f, 64.053f},
-    {{KTUNE_BF16, 32, 131072}, "pipe_ctas16_threads256_stages2", 13.144f, 185.056f},
+    {{KTUNE_BF16, 32, 131072}, "cluster_ctas16_threads128_vec4_iters16", 12.464f, 184.192f},
     {{KTUNE_BF16, 1024, 32}, "vec_vec1_iters1_warps4", 2.085f, 2.643f},
     {{KTUNE_BF16, 1024, 64}, "vec_vec2_iters2_warps4", 2.180f, 2.738f},
     {{KTUNE_BF16, 1024, 128}, "vec_vec2_iters2_warps4", 2.297f, 2.801f},
@@ -156,9 +157,9 @@ static const ktune_row ktune_softmax_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_BF16, 1024, 2048}, "block_threads128_vec4_iters4", 5.112f, 8.997f},
     {{KTUNE_BF16, 1024, 4096}, "block_threads256_vec8_iters2", 7.907f, 14.245f},
     {{KTUNE_BF16, 1024, 8192}, "block_threads256_vec8_iters4", 13.352f, 25.174f},
-    {{KTUNE_BF16, 1024, 16384}, "block_threads512_vec8_iters4", 25.769f, 61.136f},
+    {{KTUNE_BF16, 1024, 16384}, "smem_ctas1_threads256", 24.466f, 61.824f},
     {{KTUNE_BF16, 1024, 32768}, "smem_ctas1_threads256", 50.840f, 119.824f},
-    {{KTUNE_BF16, 1024, 65536}, "smem_ctas1_threads1024", 108.272f, 237.856f},
+    {{KTUNE_BF16, 1024, 65536}, "smem_ctas1_threads512", 100.267f, 237.568f},
     {{KTUNE_BF16, 1024, 131072}, "pipe_ctas8_threads256_stages2", 235.392f, 472.576f},
     {{KTUNE_BF16, 8192, 32}, "vec_vec1_iters1_warps4", 2.868f, 8.261f},
     {{KTUNE_BF16, 8192, 64}, "vec_vec2_iters2_warps4", 2.980f, 8.303f},
