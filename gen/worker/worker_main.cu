@@ -67,7 +67,10 @@ struct measurement {
 };
 
 const ktune_worker_family &fam = ktune_worker_family_def;
-cudaStream_t stream, capture_stream; /* graphs are captured on the second */
+/* Work runs on the first stream; graphs are captured on the second and uploaded on the third, while
+ * the first runs earlier work (an upload in the first would take GPU time between samples). */
+cudaStream_t stream, capture_stream, upload_stream;
+cudaEvent_t uploaded;
 void *flush_buffer;
 /* The checks of a screen: two counters a config ([0] elements out of tolerance, [1] the first),
  * and their starting values. */
@@ -320,7 +323,11 @@ cudaError_t enqueue_setup(Run &run, timing &t, precision p, double bytes_per_lau
     if (graph)
         cudaGraphDestroy(graph);
     if (e == cudaSuccess)
-        e = cudaGraphUpload(t.exec, stream);
+        e = cudaGraphUpload(t.exec, upload_stream);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(uploaded, upload_stream);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(stream, uploaded, 0);
     spent.graph += now_s() - t0;
     return e;
 }
@@ -885,6 +892,10 @@ int main(int argc, char **argv)
         e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
     if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&capture_stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&upload_stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&uploaded, cudaEventDisableTiming);
     if (e == cudaSuccess)
         e = cudaMalloc(&check_counters, sizeof check_counters_init);
     if (e == cudaSuccess)
