@@ -55,8 +55,9 @@ struct settings {
 /* Where the worker's time went, in seconds: device time in timed samples and in warm-ups; host
  * time preparing inputs, in checks (with the probes and their wait; less the probes that count
  * as samples), building graphs (mostly while the GPU runs earlier work) and inside requests in
- * all; device time in L2 flushes before samples and in the probes; host time waiting for the GPU
- * to finish what it was given. */
+ * all; device time in L2 flushes before samples (their count times the time of one, measured at
+ * start: a span around each would cost GPU time between samples) and in the probes; host time
+ * waiting for the GPU to finish what it was given. */
 struct accounts {
     double timed, warmup, prepare, check, graph, busy, flush, probe, wait;
 } spent;
@@ -77,6 +78,7 @@ void *flush_buffer;
 constexpr int max_screen = 64;
 unsigned long long *check_counters, check_counters_init[2 * max_screen];
 size_t flush_bytes;
+double flush_us; /* one flush's time, measured at start */
 int64_t l2_bytes;
 int64_t current_key[KTUNE_MAX_KEY];
 int have_key, nsets;
@@ -137,14 +139,27 @@ void gate_open(unsigned generation)
         __atomic_store_n(gate_flag, generation, __ATOMIC_RELEASE);
 }
 
-/* Gates in a pipeline, for work enqueued piece by piece: each piece waits behind the held gate,
- * which opens once the next gate is closed behind the piece, so the GPU runs a piece while the
- * host enqueues the next and no span holds the host's latency between two pieces. */
+/* Gates in a pipeline, for work enqueued piece by piece: the pieces wait behind the held gate,
+ * which opens once the next gate is closed behind them, so the GPU runs pieces while the host
+ * enqueues the next and no span holds the host's latency between two pieces. A gate costs the GPU
+ * a few microseconds, so one holds pieces of at least gate_piece_us of GPU time (by estimate). */
+constexpr double gate_piece_us = 100;
+
 struct gate_pipe {
     unsigned held = 0;
-    cudaError_t start() { return gate_close(&held); }
-    cudaError_t pass()
+    double pending_us = 0;
+    cudaError_t start()
     {
+        pending_us = 0;
+        return gate_close(&held);
+    }
+    /* After a piece of about us microseconds of GPU time. */
+    cudaError_t pass(double us)
+    {
+        pending_us += us;
+        if (pending_us < gate_piece_us)
+            return cudaSuccess;
+        pending_us = 0;
         unsigned next = held;
         cudaError_t e = gate_close(&next);
         gate_open(held);
@@ -247,6 +262,27 @@ measurement summarize(std::vector<double> &t)
     return m;
 }
 
+/* The time of one flush: the median of five. */
+double time_flush()
+{
+    cudaEvent_t a, b;
+    std::vector<double> t;
+    if (cudaEventCreate(&a) != cudaSuccess)
+        return 0;
+    if (cudaEventCreate(&b) == cudaSuccess) {
+        for (int i = 0; i < 5; i++) {
+            float ms = 0;
+            if (cudaEventRecord(a, stream) == cudaSuccess && flush_l2(i) == cudaSuccess &&
+                cudaEventRecord(b, stream) == cudaSuccess && cudaEventSynchronize(b) == cudaSuccess &&
+                cudaEventElapsedTime(&ms, a, b) == cudaSuccess)
+                t.push_back(ms * 1000.0);
+        }
+        cudaEventDestroy(b);
+    }
+    cudaEventDestroy(a);
+    return summarize(t).median_us;
+}
+
 /* Whether a sample's launches push the data of its first launch out of L2 before that set comes
  * round again, so that the sample needs no flush before it: true when one launch moves twice the
  * L2, or the launches between two uses of a set do. */
@@ -258,14 +294,14 @@ bool sample_evicts_itself(int per_sample, double bytes_per_launch)
 }
 
 /* One run (a config, the copy, the vendor library) being timed: its probe, the launches a sample
- * holds, whether samples need a flush before them, its graph, its warm-up, its samples (the probe
- * first where it counts as one) and the flushes before them. */
+ * holds, whether samples need a flush before them, its graph, its warm-up and its samples (the
+ * probe first where it counts as one). */
 struct timing {
     span probe, warm;
     int per = 1;
     bool flush = true, graph = true, probe_is_sample = false;
     cudaGraphExec_t exec = nullptr;
-    std::vector<span> samples, flushes;
+    std::vector<span> samples;
 };
 
 /* The probe: one launch, timed. Enqueued behind a closed gate, it holds none of the host's launch
@@ -336,13 +372,8 @@ template <typename Run> cudaError_t enqueue_sample(Run &run, timing &t, int roun
 {
     cudaError_t e = cudaSuccess;
     if (t.flush) {
-        span f;
-        e = span_mark(f, false);
-        if (e == cudaSuccess)
-            e = flush_l2(round);
-        if (e == cudaSuccess)
-            e = span_mark(f, true);
-        t.flushes.push_back(f);
+        e = flush_l2(round);
+        spent.flush += flush_us * 1e-6;
     }
     span s;
     if (e == cudaSuccess)
@@ -380,8 +411,6 @@ measurement finish(timing &t)
         spent.check -= span_us(t.probe) * 1e-6;
         spent.probe -= span_us(t.probe) * 1e-6;
     }
-    for (const span &f : t.flushes)
-        spent.flush += span_us(f) * 1e-6;
     spent.warmup += span_us(t.warm) * 1e-6;
     if (t.exec)
         cudaGraphExecDestroy(t.exec);
@@ -548,8 +577,8 @@ cudaError_t check_all(std::vector<trial> &ts)
         if (e == cudaSuccess)
             e = fam.compare(stream, check_counters + 2 * i, &rows[i], &cols[i]);
         fail_alone(x, "check", &e);
-        if (e == cudaSuccess)
-            e = gates.pass();
+        if (e == cudaSuccess) /* a check's time is not known before its probe: a gate every 8 */
+            e = gates.pass(gate_piece_us / 8);
     }
     gates.finish();
     if (e == cudaSuccess)
@@ -602,11 +631,13 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
         e = enqueue_setup(run, x.t, p, bytes, 0);
         if (e == cudaSuccess)
             count_probe_as_sample(x.t);
-        for (int r = (int)x.t.samples.size(); r < (cut ? 1 : p.samples) && e == cudaSuccess; r++)
+        const int first = (int)x.t.samples.size(), last = cut ? 1 : p.samples;
+        for (int r = first; r < last && e == cudaSuccess; r++)
             e = enqueue_sample(run, x.t, r);
         fail_alone(x, "timing", &e);
+        const double each = x.t.per * span_us(x.t.probe) + (x.t.flush ? flush_us : 0);
         if (e == cudaSuccess)
-            e = gates.pass();
+            e = gates.pass((last - first) * each);
         while (!cut && e == cudaSuccess && done < i && finish_if_done(ts[done]))
             done++;
     }
@@ -917,6 +948,7 @@ int main(int argc, char **argv)
         reply("E cannot allocate the L2 flush buffer: %s\n", cudaGetErrorString(e));
         return 2;
     }
+    flush_us = time_flush();
     const int cc = p.major * 10 + p.minor;
     reply("H %d %d %d %d %zu %d %d.%d %d.%d %s\n", p.multiProcessorCount, cc,
           cc == 90 && KTUNE_SM90A, p.maxThreadsPerBlock, p.sharedMemPerBlockOptin, p.l2CacheSize, driver / 1000,
