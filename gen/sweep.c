@@ -355,7 +355,7 @@ static int pick_add(final_pick *picks, int *n, int c, const trial *row, int reme
 }
 
 /* The end of a shape, a block of final.csv: the fastest config by its first time, and those
- * within final_margin of it (at most `top` in all), the default and the committed config are
+ * within final_margin of it or KTUNE_NOISE_FLOOR_US, whichever is wider (at most `top` in all), the default and the committed config are
  * re-measured interleaved; the fastest of every other variant joins the block for the runner-ups
  * (re-measured too when within the margin), ranked after the re-measured ones with its first
  * time. The winner is the fastest re-measured config, ties going to the first declared. */
@@ -369,7 +369,10 @@ static int final_round(const ktune_sweep_opts *o, const ktune_registry *committe
     for (int c = 0; c < s->nconfigs; c++)
         if (row[c].status == ST_OK && (fastest < 0 || row[c].us < row[fastest].us))
             fastest = c;
-    const double within = fastest >= 0 ? row[fastest].us * (1 + o->final_margin) : 0;
+    /* the margin, or the absolute noise floor where that is wider (kernels of a few us) */
+    const double within = fastest >= 0 ? fmax(row[fastest].us * (1 + o->final_margin),
+                                               row[fastest].us + KTUNE_NOISE_FLOOR_US)
+                                       : 0;
     /* the fastest `top` within the margin, by their first times */
     for (int k = 0; k < o->top && n < 60; k++) {
         int best = -1;

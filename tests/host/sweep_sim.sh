@@ -181,6 +181,11 @@ KTUNE_SIM_FINAL_SCALE=1.01 "$ktune" sweep --space "$work/margin.yaml" --worker "
   --run "$work/m2" --registry-dir "$work/reg-m" --final-margin 0.5 --top 3 >/dev/null 2>&1 || bad "sweep m2"
 want="good_tile8,1,20.2000 good_tile4,2,22.2200 good_tile16,3,28.2800 slow_tile8,4,30.3000 good_tile1,5,66.1550 "
 [ "$(block "$work/m2")" = "$want" ] || bad "margin 0.5, top 3: $(block "$work/m2")"
+# kernels of a fraction of a microsecond (times x 0.004): within 0.15 us of the fastest, at most 6
+KTUNE_SIM_SCALE=0.004 KTUNE_SIM_FINAL_SCALE=1.02 "$ktune" sweep --space "$work/margin.yaml" \
+  --worker "$worker" --run "$work/m5" --registry-dir "$work/reg-m" >/dev/null 2>&1 || bad "sweep m5"
+want="good_tile8,1,0.0816 good_tile4,2,0.0898 good_tile16,3,0.1142 slow_tile8,4,0.1224 slow_tile4,5,0.1346 good_tile2,6,0.1428 good_tile1,7,0.2672 "
+[ "$(block "$work/m5")" = "$want" ] || bad "the 0.15 us floor: $(block "$work/m5")"
 # with the registry of the runs above, where good_tile4 is n=64's committed config
 KTUNE_SIM_FINAL_SCALE=1.01 "$ktune" sweep --space "$work/margin.yaml" --worker "$worker" \
   --run "$work/m4" --registry-dir "$work/reg" >/dev/null 2>&1 || bad "sweep m4"
