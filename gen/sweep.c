@@ -354,11 +354,12 @@ static int pick_add(final_pick *picks, int *n, int c, const trial *row, int reme
     return i;
 }
 
-/* The end of a shape, a block of final.csv: the fastest config by its first time, and those
- * within final_margin of it or KTUNE_NOISE_FLOOR_US, whichever is wider (at most `top` in all), the default and the committed config are
- * re-measured interleaved; the fastest of every other variant joins the block for the runner-ups
- * (re-measured too when within the margin), ranked after the re-measured ones with its first
- * time. The winner is the fastest re-measured config, ties going to the first declared. */
+/* The end of a shape, a block of final.csv: the fastest config by its first time, and those within
+ * final_margin of it or KTUNE_NOISE_FLOOR_US, whichever is wider (at most `top` in all), the
+ * default and the committed config are re-measured interleaved; the fastest of every other variant
+ * joins the block for the runner-ups (re-measured too when within the margin), ranked after the
+ * re-measured ones with its first time. The winner is the fastest re-measured config, ties going
+ * to the first declared. */
 static int final_round(const ktune_sweep_opts *o, const ktune_registry *committed_reg,
                        ktune_worker *w, const int64_t *key, const trial *row,
                        const int64_t *limits, FILE *final, int *interrupted, ktune_err *err)

@@ -273,7 +273,8 @@ double time_flush()
         for (int i = 0; i < 5; i++) {
             float ms = 0;
             if (cudaEventRecord(a, stream) == cudaSuccess && flush_l2(i) == cudaSuccess &&
-                cudaEventRecord(b, stream) == cudaSuccess && cudaEventSynchronize(b) == cudaSuccess &&
+                cudaEventRecord(b, stream) == cudaSuccess &&
+                cudaEventSynchronize(b) == cudaSuccess &&
                 cudaEventElapsedTime(&ms, a, b) == cudaSuccess)
                 t.push_back(ms * 1000.0);
         }
@@ -546,7 +547,7 @@ void fail_alone(trial &x, const char *what, cudaError_t *e)
 }
 
 /* Verifies configs (those of ts with an instance): poisons the output, runs the config on set 0
- * (timed: the config's probe) and compares; config by config behind pipelined gates, one wait.
+ * (timed: the config's probe) and compares; in pieces behind pipelined gates, one wait.
  * A config whose launch fails where the context survives is failed alone; an error that loses the
  * context is returned. */
 cudaError_t check_all(std::vector<trial> &ts)
@@ -602,8 +603,8 @@ cudaError_t check_all(std::vector<trial> &ts)
 
 /* Verifies, then times, configs with the screen's samples (precise ones when none are given),
  * with no warm-up besides the check's launch. The checks (with their probes) go behind one wait.
- * Then, config by config behind pipelined gates (the GPU runs one config while the host builds
- * the next one's graph), the first sample of each, or all of them where there is no cut; one
+ * Then, in pieces behind pipelined gates (the GPU runs one piece while the host builds the next
+ * configs' graphs), the first sample of each config, or all of them where there is no cut; one
  * wait. With a cut, a config whose first sample takes more than screen_cut times the fastest
  * first sample (the window's, or `best_us`, the shape's fastest so far) stops there; the others'
  * remaining samples go behind one gate, one wait. */
@@ -635,9 +636,9 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
         for (int r = first; r < last && e == cudaSuccess; r++)
             e = enqueue_sample(run, x.t, r);
         fail_alone(x, "timing", &e);
-        const double each = x.t.per * span_us(x.t.probe) + (x.t.flush ? flush_us : 0);
+        const double sample_us = x.t.per * span_us(x.t.probe) + (x.t.flush ? flush_us : 0);
         if (e == cudaSuccess)
-            e = gates.pass((last - first) * each);
+            e = gates.pass((last - first) * sample_us);
         while (!cut && e == cudaSuccess && done < i && finish_if_done(ts[done]))
             done++;
     }
