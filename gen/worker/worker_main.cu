@@ -262,28 +262,6 @@ measurement summarize(std::vector<double> &t)
     return m;
 }
 
-/* The time of one flush: the median of five. */
-double time_flush()
-{
-    cudaEvent_t a, b;
-    std::vector<double> t;
-    if (cudaEventCreate(&a) != cudaSuccess)
-        return 0;
-    if (cudaEventCreate(&b) == cudaSuccess) {
-        for (int i = 0; i < 5; i++) {
-            float ms = 0;
-            if (cudaEventRecord(a, stream) == cudaSuccess && flush_l2(i) == cudaSuccess &&
-                cudaEventRecord(b, stream) == cudaSuccess &&
-                cudaEventSynchronize(b) == cudaSuccess &&
-                cudaEventElapsedTime(&ms, a, b) == cudaSuccess)
-                t.push_back(ms * 1000.0);
-        }
-        cudaEventDestroy(b);
-    }
-    cudaEventDestroy(a);
-    return summarize(t).median_us;
-}
-
 /* Whether a sample's launches push the data of its first launch out of L2 before that set comes
  * round again, so that the sample needs no flush before it: true when one launch moves twice the
  * L2, or the launches between two uses of a set do. */
@@ -517,23 +495,8 @@ struct trial {
     char detail[512] = "";
     timing t;
     measurement m;
-    bool finished = false; /* m holds the result; the graph is freed */
     bool ok() const { return instance >= 0 && strcmp(status, "ok") == 0; }
 };
-
-/* Finishes a config whose samples have run, if they have (without waiting): so that reading its
- * spans and freeing its graph happen while the GPU runs later configs. */
-bool finish_if_done(trial &x)
-{
-    if (!x.ok() || x.t.samples.empty())
-        return true;
-    const span &last = x.t.samples.back();
-    if (cudaEventQuery(event_pool[(size_t)last.first + 1]) != cudaSuccess)
-        return false;
-    x.m = finish(x.t);
-    x.finished = true;
-    return true;
-}
 
 /* A launch error the context survives fails the config alone (*e cleared); others stay in *e. */
 void fail_alone(trial &x, const char *what, cudaError_t *e)
@@ -623,7 +586,6 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
     const double bytes = fam.bytes(current_key);
     gate_pipe gates;
     e = gates.start();
-    size_t done = 0; /* without a cut, configs before this one are finished */
     for (size_t i = 0; i < n && e == cudaSuccess; i++) {
         trial &x = ts[i];
         if (!x.ok())
@@ -639,8 +601,6 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
         const double sample_us = x.t.per * span_us(x.t.probe) + (x.t.flush ? flush_us : 0);
         if (e == cudaSuccess)
             e = gates.pass((last - first) * sample_us);
-        while (!cut && e == cudaSuccess && done < i && finish_if_done(ts[done]))
-            done++;
     }
     gates.finish();
     if (e == cudaSuccess)
@@ -665,9 +625,9 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
             e = wait_all();
     }
     for (size_t i = 0; i < n; i++) {
-        if (ts[i].ok() && !ts[i].finished)
+        if (ts[i].ok())
             ts[i].m = finish(ts[i].t);
-        else if (!ts[i].ok() && ts[i].t.exec)
+        else if (ts[i].t.exec)
             cudaGraphExecDestroy(ts[i].t.exec);
     }
     return e;
@@ -743,6 +703,21 @@ void do_interleaved(long id, char **save)
     for (auto &x : m)
         printf(" %.4f %.5f", x.median_us, x.spread);
     reply("\n");
+}
+
+/* The time of one flush, for the accounts: measured as samples are (the accounts then start
+ * afresh, this being the worker's start). */
+double time_flush()
+{
+    auto run = [](int round, cudaStream_t) { return flush_l2(round); };
+    std::vector<decltype(run)> runs{run};
+    std::vector<measurement> m;
+    nsets = 1;
+    /* one flush a sample; a flush evicts L2 by itself, so none before its samples */
+    cudaError_t e = measure(runs, m, {5, 0}, 2.0 * (double)l2_bytes, false);
+    nsets = 0;
+    spent = accounts();
+    return e == cudaSuccess ? m[0].median_us : 0;
 }
 
 cudaError_t measure_ceiling()
