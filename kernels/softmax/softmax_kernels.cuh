@@ -71,6 +71,119 @@ template <typename T, int VEC> struct alignas(sizeof(T) * VEC) pack {
     T v[VEC];
 };
 
+/* Packs move to and from memory in accesses of their size (at most 16 bytes each), built from
+ * 32-bit words. Copied as a struct (or through memcpy), a pack may be split into narrower
+ * accesses: in clustered kernels some 16-byte stores of 16-bit elements became eight 2-byte
+ * stores, and the kernels ran at a third of the bandwidth. */
+template <typename T> __device__ __forceinline__ uint32_t bits_of(T v)
+{
+    if constexpr (sizeof(T) == 4) {
+        return __float_as_uint(v);
+    } else {
+        uint16_t b;
+        memcpy(&b, &v, sizeof b);
+        return b;
+    }
+}
+
+template <typename T> __device__ __forceinline__ T from_bits(uint32_t w)
+{
+    if constexpr (sizeof(T) == 4) {
+        return __uint_as_float(w);
+    } else {
+        const uint16_t b = (uint16_t)w;
+        T v;
+        memcpy(&v, &b, sizeof v);
+        return v;
+    }
+}
+
+template <typename T, int VEC> __device__ __forceinline__ pack<T, VEC> pack_load(const T *src)
+{
+    constexpr int W = (int)sizeof(pack<T, VEC>) / 4, PER = 4 / (int)sizeof(T);
+    pack<T, VEC> p;
+    if constexpr (W == 0) {
+        p.v[0] = *src;
+    } else {
+        uint32_t w[W];
+        if constexpr (W == 1) {
+            w[0] = *reinterpret_cast<const uint32_t *>(src);
+        } else if constexpr (W == 2) {
+            const uint2 v = *reinterpret_cast<const uint2 *>(src);
+            w[0] = v.x, w[1] = v.y;
+        } else {
+#pragma unroll
+            for (int i = 0; i < W; i += 4) {
+                const uint4 v = reinterpret_cast<const uint4 *>(src)[i / 4];
+                w[i] = v.x, w[i + 1] = v.y, w[i + 2] = v.z, w[i + 3] = v.w;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            p.v[j] = from_bits<T>(w[j / PER] >> (j % PER * 16));
+    }
+    return p;
+}
+
+/* The pack as 32-bit words (16-bit elements two a word, the first in the low half). */
+template <typename T, int VEC, int W>
+__device__ __forceinline__ void pack_words(const pack<T, VEC> &p, uint32_t (&w)[W])
+{
+    constexpr int PER = 4 / (int)sizeof(T);
+    static_assert(W * PER == VEC, "a pack of whole words");
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        w[i] = 0;
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+        w[j / PER] |= bits_of(p.v[j]) << (j % PER * 16);
+}
+
+/* Into shared memory. */
+template <typename T, int VEC> __device__ __forceinline__ void pack_store(T *dst, const pack<T, VEC> &p)
+{
+    constexpr int W = (int)sizeof(pack<T, VEC>) / 4;
+    if constexpr (W == 0) {
+        *dst = p.v[0];
+    } else {
+        uint32_t w[W];
+        pack_words(p, w);
+        if constexpr (W == 1) {
+            *reinterpret_cast<uint32_t *>(dst) = w[0];
+        } else if constexpr (W == 2) {
+            *reinterpret_cast<uint2 *>(dst) = make_uint2(w[0], w[1]);
+        } else {
+#pragma unroll
+            for (int i = 0; i < W; i += 4)
+                reinterpret_cast<uint4 *>(dst)[i / 4] = make_uint4(w[i], w[i + 1], w[i + 2], w[i + 3]);
+        }
+    }
+}
+
+/* Into global memory, through the store intrinsics (one instruction of the pack's width each):
+ * the plain stores of pack_store still came out as four 4-byte stores in clustered kernels. */
+template <typename T, int VEC>
+__device__ __forceinline__ void pack_store_global(T *dst, const pack<T, VEC> &p)
+{
+    constexpr int W = (int)sizeof(pack<T, VEC>) / 4;
+    if constexpr (W == 0) {
+        *dst = p.v[0];
+    } else {
+        uint32_t w[W];
+        pack_words(p, w);
+        if constexpr (W == 1) {
+            __stwb(reinterpret_cast<unsigned *>(dst), w[0]);
+        } else if constexpr (W == 2) {
+            __stwb(reinterpret_cast<uint2 *>(dst), make_uint2(w[0], w[1]));
+        } else {
+#pragma unroll
+            for (int i = 0; i < W; i += 4)
+                __stwb(reinterpret_cast<uint4 *>(dst) + i / 4,
+                       make_uint4(w[i], w[i + 1], w[i + 2], w[i + 3]));
+        }
+    }
+}
+
 /* VEC elements from idx on, as stored; -inf past the end of the row. */
 template <typename T, int VEC>
 __device__ __forceinline__ pack<T, VEC> load_raw(const T *row, int64_t idx, int cols, bool aligned)
@@ -78,7 +191,7 @@ __device__ __forceinline__ pack<T, VEC> load_raw(const T *row, int64_t idx, int 
     pack<T, VEC> p;
     if (aligned) {
         if (idx < cols)
-            return *reinterpret_cast<const pack<T, VEC> *>(row + idx);
+            return pack_load<T, VEC>(row + idx);
 #pragma unroll
         for (int j = 0; j < VEC; j++)
             p.v[j] = from_float<T>(-INFINITY);
@@ -134,7 +247,7 @@ __device__ __forceinline__ void store(T *row, int64_t idx, int cols, bool aligne
     const pack<T, VEC> p = convert<T, VEC>(in, scale);
     if (aligned) {
         if (idx < cols)
-            *reinterpret_cast<pack<T, VEC> *>(row + idx) = p;
+            pack_store_global<T, VEC>(row + idx, p);
         return;
     }
 #pragma unroll
@@ -501,24 +614,23 @@ __device__ __forceinline__ void chunk_reduce(T *buf, int n, float *red, float &m
     constexpr int E = 16 / sizeof(T);
     const int nv = n / E;
     const int tid = threadIdx.x;
-    pack<T, E> *vbuf = reinterpret_cast<pack<T, E> *>(buf);
     m = -INFINITY;
     for (int i = tid; i < nv; i += THREADS)
-        m = pack_max<T, E>(vbuf[i], m);
+        m = pack_max<T, E>(pack_load<T, E>(buf + i * E), m);
     for (int i = nv * E + tid; i < n; i += THREADS)
         m = fmaxf(m, to_float(buf[i]));
     m = block_reduce<THREADS, true>(m, red);
     const float base = m == -INFINITY ? 0.f : m; /* a chunk of -inf: exponentials of 0 */
     s = 0.f;
     for (int i = tid; i < nv; i += THREADS) {
-        const pack<T, E> p = vbuf[i];
+        const pack<T, E> p = pack_load<T, E>(buf + i * E);
         float e[E];
 #pragma unroll
         for (int j = 0; j < E; j++) {
             e[j] = __expf(to_float(p.v[j]) - base);
             s += e[j];
         }
-        vbuf[i] = convert<T, E>(e, 1.f);
+        pack_store<T, E>(buf + i * E, convert<T, E>(e, 1.f));
     }
     for (int i = nv * E + tid; i < n; i += THREADS) {
         const float e = __expf(to_float(buf[i]) - base);
@@ -535,9 +647,8 @@ __device__ __forceinline__ void chunk_write(const T *buf, T *dst, int n, bool al
     constexpr int E = 16 / sizeof(T);
     const int nv = n / E;
     const int tid = threadIdx.x;
-    const pack<T, E> *vbuf = reinterpret_cast<const pack<T, E> *>(buf);
     for (int i = tid; i < nv; i += THREADS) {
-        const pack<T, E> p = vbuf[i];
+        const pack<T, E> p = pack_load<T, E>(buf + i * E);
         float e[E];
 #pragma unroll
         for (int j = 0; j < E; j++)
