@@ -139,31 +139,20 @@ __device__ __forceinline__ void pack_words(const pack<T, VEC> &p, uint32_t (&w)[
         w[j / PER] |= bits_of(p.v[j]) << (j % PER * 16);
 }
 
-/* Into shared memory. */
-template <typename T, int VEC> __device__ __forceinline__ void pack_store(T *dst, const pack<T, VEC> &p)
+/* *p = v: in global memory through the store intrinsic (one instruction of v's width: plain
+ * stores of a pack still came out as four 4-byte stores in clustered kernels), in shared memory
+ * plainly. */
+template <bool GLOBAL, typename V> __device__ __forceinline__ void store_word(V *p, V v)
 {
-    constexpr int W = (int)sizeof(pack<T, VEC>) / 4;
-    if constexpr (W == 0) {
-        *dst = p.v[0];
-    } else {
-        uint32_t w[W];
-        pack_words(p, w);
-        if constexpr (W == 1) {
-            *reinterpret_cast<uint32_t *>(dst) = w[0];
-        } else if constexpr (W == 2) {
-            *reinterpret_cast<uint2 *>(dst) = make_uint2(w[0], w[1]);
-        } else {
-#pragma unroll
-            for (int i = 0; i < W; i += 4)
-                reinterpret_cast<uint4 *>(dst)[i / 4] = make_uint4(w[i], w[i + 1], w[i + 2], w[i + 3]);
-        }
-    }
+    if constexpr (GLOBAL)
+        __stwb(p, v);
+    else
+        *p = v;
 }
 
-/* Into global memory, through the store intrinsics (one instruction of the pack's width each):
- * the plain stores of pack_store still came out as four 4-byte stores in clustered kernels. */
-template <typename T, int VEC>
-__device__ __forceinline__ void pack_store_global(T *dst, const pack<T, VEC> &p)
+/* The pack at dst, in global memory (GLOBAL) or shared memory. */
+template <bool GLOBAL, typename T, int VEC>
+__device__ __forceinline__ void pack_store(T *dst, const pack<T, VEC> &p)
 {
     constexpr int W = (int)sizeof(pack<T, VEC>) / 4;
     if constexpr (W == 0) {
@@ -172,14 +161,14 @@ __device__ __forceinline__ void pack_store_global(T *dst, const pack<T, VEC> &p)
         uint32_t w[W];
         pack_words(p, w);
         if constexpr (W == 1) {
-            __stwb(reinterpret_cast<unsigned *>(dst), w[0]);
+            store_word<GLOBAL>(reinterpret_cast<unsigned *>(dst), w[0]);
         } else if constexpr (W == 2) {
-            __stwb(reinterpret_cast<uint2 *>(dst), make_uint2(w[0], w[1]));
+            store_word<GLOBAL>(reinterpret_cast<uint2 *>(dst), make_uint2(w[0], w[1]));
         } else {
 #pragma unroll
             for (int i = 0; i < W; i += 4)
-                __stwb(reinterpret_cast<uint4 *>(dst) + i / 4,
-                       make_uint4(w[i], w[i + 1], w[i + 2], w[i + 3]));
+                store_word<GLOBAL>(reinterpret_cast<uint4 *>(dst) + i / 4,
+                                   make_uint4(w[i], w[i + 1], w[i + 2], w[i + 3]));
         }
     }
 }
@@ -247,7 +236,7 @@ __device__ __forceinline__ void store(T *row, int64_t idx, int cols, bool aligne
     const pack<T, VEC> p = convert<T, VEC>(in, scale);
     if (aligned) {
         if (idx < cols)
-            pack_store_global<T, VEC>(row + idx, p);
+            pack_store<true, T, VEC>(row + idx, p);
         return;
     }
 #pragma unroll
@@ -630,7 +619,7 @@ __device__ __forceinline__ void chunk_reduce(T *buf, int n, float *red, float &m
             e[j] = __expf(to_float(p.v[j]) - base);
             s += e[j];
         }
-        pack_store<T, E>(buf + i * E, convert<T, E>(e, 1.f));
+        pack_store<false, T, E>(buf + i * E, convert<T, E>(e, 1.f));
     }
     for (int i = nv * E + tid; i < n; i += THREADS) {
         const float e = __expf(to_float(buf[i]) - base);
