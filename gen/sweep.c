@@ -485,7 +485,18 @@ static int final_round(const ktune_sweep_opts *o, const ktune_registry *committe
  * samples and warm-ups; host time preparing inputs, in checks, building graphs (mostly while the
  * GPU runs earlier work) and inside requests in all; device time in L2 flushes and in the checks'
  * probes that are not samples; host time waiting for the GPU. */
-#define KTUNE_NSPENT 9
+enum {
+    SPENT_TIMED,
+    SPENT_WARMUP,
+    SPENT_PREPARE,
+    SPENT_CHECK,
+    SPENT_GRAPH,
+    SPENT_BUSY,
+    SPENT_FLUSH,
+    SPENT_PROBE,
+    SPENT_WAIT,
+    KTUNE_NSPENT
+};
 typedef struct {
     double total[KTUNE_NSPENT], last[KTUNE_NSPENT];
     int last_restarts, answered;
@@ -843,7 +854,8 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                      skipped, w.restarts, now_s() - start, tuned ? exp(log_gain / tuned) : 1.0);
     if (spent.answered) {
         const double wall = now_s() - start, *t = spent.total;
-        const double in_worker = t[5] - t[0] - t[1] - t[2] - t[3] - t[6];
+        const double in_worker = t[SPENT_BUSY] - t[SPENT_TIMED] - t[SPENT_WARMUP] -
+                                 t[SPENT_PREPARE] - t[SPENT_CHECK] - t[SPENT_FLUSH];
         ktune_buf_printf(&summary,
                          "ktune: %.1f s of the %.1f s in timed samples: sweep overhead %.1f%%; "
                          "the rest: checks %.1f s (their launches %.1f s), L2 flushes %.1f s, "
@@ -851,8 +863,11 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                          "(graphs %.1f s, mostly while the GPU ran; the worker waited for the GPU "
                          "%.1f s), outside the worker %.1f s (worker starts %.1f s, requests, the "
                          "journal)\n",
-                         t[0], wall, wall > 0 ? 100 * (wall - t[0]) / wall : 0.0, t[3], t[7],
-                         t[6], t[1], t[2], in_worker, t[4], t[8], wall - t[5], w.start_s);
+                         t[SPENT_TIMED], wall,
+                         wall > 0 ? 100 * (wall - t[SPENT_TIMED]) / wall : 0.0, t[SPENT_CHECK],
+                         t[SPENT_PROBE], t[SPENT_FLUSH], t[SPENT_WARMUP], t[SPENT_PREPARE],
+                         in_worker, t[SPENT_GRAPH], t[SPENT_WAIT], wall - t[SPENT_BUSY],
+                         w.start_s);
     }
     if (noisy)
         ktune_buf_printf(&summary,

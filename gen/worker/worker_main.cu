@@ -405,23 +405,23 @@ cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, preci
 {
     std::vector<timing> t(runs.size());
     events_used = 0;
-    unsigned gate = 0;
-    cudaError_t e = gate_close(&gate);
+    gate_pipe gates;
+    cudaError_t e = gates.start();
     for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++) {
         t[r].graph = graph;
         e = enqueue_probe(runs[r], t[r]);
     }
-    gate_open(gate);
+    gates.finish();
     if (e == cudaSuccess)
         e = wait_all();
     for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++)
         e = enqueue_setup(runs[r], t[r], p, bytes_per_launch, opt.warmup_us);
     if (e == cudaSuccess)
-        e = gate_close(&gate);
+        e = gates.start();
     for (int s = 0; s < p.samples && e == cudaSuccess; s++)
         for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++)
             e = enqueue_sample(runs[r], t[r], s);
-    gate_open(gate);
+    gates.finish();
     if (e == cudaSuccess)
         e = wait_all();
     out.clear();
@@ -662,7 +662,8 @@ void do_screen(long id, char **save)
     double best_us = INFINITY;
     for (char *tok = strtok_r(NULL, " \n", save); tok; tok = strtok_r(NULL, " \n", save)) {
         if (tok[0] == '@' && ts.empty()) {
-            best_us = atof(tok + 1) > 0 ? atof(tok + 1) : INFINITY;
+            const double us = atof(tok + 1);
+            best_us = us > 0 ? us : INFINITY;
             continue;
         }
         if (ts.size() == (size_t)max_screen) {
