@@ -2,6 +2,7 @@
 #include "sweep.h"
 
 #include "apply.h"
+#include "syncer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -111,20 +112,21 @@ static void trim_partial_line(const char *path)
         fprintf(stderr, "ktune: cannot trim %s\n", path);
 }
 
-/* A journal line is written and flushed at once (a killed sweep loses nothing it wrote), and
- * on disk (fsync) before the next measurement starts. */
-static void journal_line(FILE *f, const char *line)
+/* The lines of one answer of the worker (a window of the screen, a final round) are flushed
+ * together as soon as they are known, so a killed sweep loses nothing that was measured; then
+ * the syncer puts the file on disk (fsync) while the next measurement runs. */
+static void journal_line(FILE *f, const char *line) { fputs(line, f); }
+
+static void journal_sync(ktune_syncer *syncer, FILE *f)
 {
-    fputs(line, f);
     fflush(f);
+    ktune_syncer_request(syncer, fileno(f));
 }
 
-static void journal_sync(FILE *f) { fsync(fileno(f)); }
-
-static void journal_write(FILE *f, const char *line)
+static void journal_write(ktune_syncer *syncer, FILE *f, const char *line)
 {
     journal_line(f, line);
-    journal_sync(f);
+    journal_sync(syncer, f);
 }
 
 static void sanitize(char *s)
@@ -362,7 +364,8 @@ static int pick_add(final_pick *picks, int *n, int c, const trial *row, int reme
  * to the first declared. */
 static int final_round(const ktune_sweep_opts *o, const ktune_registry *committed_reg,
                        ktune_worker *w, const int64_t *key, const trial *row,
-                       const int64_t *limits, FILE *final, int *interrupted, ktune_err *err)
+                       const int64_t *limits, FILE *final, ktune_syncer *syncer, int *interrupted,
+                       ktune_err *err)
 {
     const ktune_space *s = o->space;
     final_pick picks[64];
@@ -415,7 +418,7 @@ static int final_round(const ktune_sweep_opts *o, const ktune_registry *committe
     ktune_space_key_format(s, key, keytext, sizeof keytext);
     if (n == 0) {
         snprintf(line, sizeof line, "%s,-,0,0,0,0,0,0\n", keytext);
-        journal_write(final, line);
+        journal_write(syncer, final, line);
         return 0;
     }
     /* a staged search re-measures even a single config: its first time is only the screen's */
@@ -477,7 +480,7 @@ static int final_round(const ktune_sweep_opts *o, const ktune_registry *committe
                  picks[i].is_default, picks[i].is_committed);
         journal_line(final, line);
     }
-    journal_sync(final);
+    journal_sync(syncer, final);
     return 0;
 }
 
@@ -647,6 +650,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     ktune_registry committed_reg, *committed = NULL;
     int rc = -1, interrupted = 0;
     FILE *journal = NULL, *final = NULL;
+    ktune_syncer *syncer = NULL;
     trial *trials = NULL;
     int *order = NULL;
     ktune_final_row *done_rows = NULL;
@@ -664,6 +668,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     }
     snprintf(log_path, sizeof log_path, "%s/worker.log", o->run_dir);
     w.opts.log_path = log_path; /* restarted workers log there */
+    syncer = ktune_syncer_start(); /* NULL: each sync on the spot */
     int64_t limits[KTUNE_NLIMITS];
     ktune_limits_from(&w.device, limits);
     if (o->registry_dir) {
@@ -697,9 +702,9 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
         goto cleanup;
     }
     if (fresh)
-        journal_write(journal, "key,config,status,median_us,spread,samples,detail\n");
+        journal_write(syncer, journal, "key,config,status,median_us,spread,samples,detail\n");
     if (fresh_final)
-        journal_write(final, "key,config,rank,of,us,spread,is_default,is_committed\n");
+        journal_write(syncer, final, "key,config,rank,of,us,spread,is_default,is_committed\n");
 
     int tty = isatty(2) && !getenv("KTUNE_PLAIN_PROGRESS");
     spent_tally spent = {{0}, {0}, w.restarts, 0};
@@ -800,7 +805,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                     since_best++;
                 }
             }
-            journal_sync(journal);
+            journal_sync(syncer, journal);
         }
         if (interrupted)
             break;
@@ -808,7 +813,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
         for (int i = 0; i < ndone_rows && !complete; i++)
             complete = ktune_space_key_compare(s, done_rows[i].key, key) == 0;
         if (!complete &&
-            final_round(o, committed, &w, key, row, limits, final, &interrupted, err))
+            final_round(o, committed, &w, key, row, limits, final, syncer, &interrupted, err))
             goto cleanup;
         if (!interrupted)
             spent_update(&w, &spent, &interrupted);
@@ -881,6 +886,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     ktune_buf_free(&summary);
     rc = interrupted ? KTUNE_SWEEP_INTERRUPTED : budget_spent ? KTUNE_SWEEP_BUDGET_SPENT : 0;
 cleanup:
+    ktune_syncer_stop(syncer); /* the journals on disk before they close */
     ktune_worker_stop(&w);
     if (committed)
         ktune_registry_free(committed);

@@ -227,9 +227,24 @@ double span_us(const span &s)
     return ms * 1000.0;
 }
 
+/* Graphs whose samples have been read, destroyed at the next wait while the GPU runs what was
+ * enqueued before it (destroying them right after the wait that read them would keep the GPU
+ * idle for that time). */
+std::vector<cudaGraphExec_t> retired;
+
+void retire(cudaGraphExec_t &exec)
+{
+    if (exec)
+        retired.push_back(exec);
+    exec = nullptr;
+}
+
 /* Everything enqueued has run: the spans can be read; then the pool is reused. */
 cudaError_t wait_all()
 {
+    for (cudaGraphExec_t exec : retired)
+        cudaGraphExecDestroy(exec);
+    retired.clear();
     const double t0 = now_s();
     cudaError_t e = cudaStreamSynchronize(stream);
     spent.wait += now_s() - t0;
@@ -377,7 +392,7 @@ void count_probe_as_sample(timing &t)
     }
 }
 
-/* After the wait: the median and spread of the samples; the graph is freed. */
+/* After the wait: the median and spread of the samples; the graph is retired. */
 measurement finish(timing &t)
 {
     std::vector<double> us;
@@ -391,9 +406,7 @@ measurement finish(timing &t)
         spent.probe -= span_us(t.probe) * 1e-6;
     }
     spent.warmup += span_us(t.warm) * 1e-6;
-    if (t.exec)
-        cudaGraphExecDestroy(t.exec);
-    t.exec = nullptr;
+    retire(t.exec);
     return summarize(us);
 }
 
@@ -627,8 +640,8 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
     for (size_t i = 0; i < n; i++) {
         if (ts[i].ok())
             ts[i].m = finish(ts[i].t);
-        else if (ts[i].t.exec)
-            cudaGraphExecDestroy(ts[i].t.exec);
+        else
+            retire(ts[i].t.exec);
     }
     return e;
 }
