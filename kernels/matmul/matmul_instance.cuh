@@ -4,6 +4,7 @@
 
 #include "matmul_gemv.cuh"
 #include "matmul_mma.cuh"
+#include "matmul_wgemv.cuh"
 #include "matmul_wgmma.cuh"
 
 typedef cudaError_t ktune_matmul_launch_t(const void *a, const void *w, void *c, int64_t m,
@@ -22,3 +23,5 @@ typedef cudaError_t ktune_matmul_launch_t(const void *a, const void *w, void *c,
     KTUNE_MATMUL_DEFINE_(fn, ktune_matmul_impl::mma_launcher<bm, bn, bk, wm, wn, stages, split>)
 #define KTUNE_MATMUL_DEFINE_WGMMA(fn, bm, bn, consumers, stages)                                   \
     KTUNE_MATMUL_DEFINE_(fn, ktune_matmul_impl::wgmma_launcher<bm, bn, consumers, stages>)
+#define KTUNE_MATMUL_DEFINE_WGEMV(fn, bm, bn, stages, split)                                       \
+    KTUNE_MATMUL_DEFINE_(fn, ktune_matmul_impl::wgemv_launcher<bm, bn, stages, split>)

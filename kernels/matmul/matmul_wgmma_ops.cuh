@@ -31,9 +31,12 @@ __device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr)
            | (uint64_t)1 << 62;          /* 128-byte swizzle */
 }
 
+#define KTUNE_WGMMA_R8 "%0, %1, %2, %3"
+#define KTUNE_WGMMA_R16 KTUNE_WGMMA_R8 ", %4, %5, %6, %7"
+#define KTUNE_WGMMA_R32 KTUNE_WGMMA_R16 ", %8, %9, %10, %11, %12, %13, %14, %15"
 #define KTUNE_WGMMA_R64                                                                            \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "   \
-    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+    KTUNE_WGMMA_R32 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "     \
+                    "%30, %31"
 #define KTUNE_WGMMA_R128                                                                           \
     KTUNE_WGMMA_R64 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "     \
                     "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, "  \
@@ -44,11 +47,13 @@ __device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr)
                      "%93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, "     \
                      "%106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, "    \
                      "%118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-#define KTUNE_WGMMA_F8(i)                                                                          \
-    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),    \
-        "+f"(d[i + 6]), "+f"(d[i + 7])
+#define KTUNE_WGMMA_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define KTUNE_WGMMA_F8(i) KTUNE_WGMMA_F4(i), KTUNE_WGMMA_F4(i + 4)
 #define KTUNE_WGMMA_F32(i)                                                                         \
     KTUNE_WGMMA_F8(i), KTUNE_WGMMA_F8(i + 8), KTUNE_WGMMA_F8(i + 16), KTUNE_WGMMA_F8(i + 24)
+#define KTUNE_WGMMA_D8 KTUNE_WGMMA_F4(0)
+#define KTUNE_WGMMA_D16 KTUNE_WGMMA_F8(0)
+#define KTUNE_WGMMA_D32 KTUNE_WGMMA_F8(0), KTUNE_WGMMA_F8(8)
 #define KTUNE_WGMMA_D64 KTUNE_WGMMA_F32(0)
 #define KTUNE_WGMMA_D128 KTUNE_WGMMA_F32(0), KTUNE_WGMMA_F32(32)
 #define KTUNE_WGMMA_D256                                                                           \
@@ -71,7 +76,22 @@ __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], uint64_t da, uin
 {
 #ifdef KTUNE_WGMMA_DEVICE
     constexpr bool bf16 = std::is_same<T, __nv_bfloat16>::value;
-    if constexpr (N == 64) {
+    if constexpr (N == 8) {
+        if constexpr (bf16)
+            KTUNE_WGMMA_(8, "bf16", 4, 5, 6);
+        else
+            KTUNE_WGMMA_(8, "f16", 4, 5, 6);
+    } else if constexpr (N == 16) {
+        if constexpr (bf16)
+            KTUNE_WGMMA_(16, "bf16", 8, 9, 10);
+        else
+            KTUNE_WGMMA_(16, "f16", 8, 9, 10);
+    } else if constexpr (N == 32) {
+        if constexpr (bf16)
+            KTUNE_WGMMA_(32, "bf16", 16, 17, 18);
+        else
+            KTUNE_WGMMA_(32, "f16", 16, 17, 18);
+    } else if constexpr (N == 64) {
         if constexpr (bf16)
             KTUNE_WGMMA_(64, "bf16", 32, 33, 34);
         else
@@ -82,7 +102,7 @@ __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], uint64_t da, uin
         else
             KTUNE_WGMMA_(128, "f16", 64, 65, 66);
     } else {
-        static_assert(N == 256, "N of 64, 128 or 256");
+        static_assert(N == 256, "N of 8, 16, 32, 64, 128 or 256");
         if constexpr (bf16)
             KTUNE_WGMMA_(256, "bf16", 128, 129, 130);
         else
@@ -97,11 +117,18 @@ __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], uint64_t da, uin
 #undef KTUNE_WGMMA_D256
 #undef KTUNE_WGMMA_D128
 #undef KTUNE_WGMMA_D64
+#undef KTUNE_WGMMA_D32
+#undef KTUNE_WGMMA_D16
+#undef KTUNE_WGMMA_D8
 #undef KTUNE_WGMMA_F32
 #undef KTUNE_WGMMA_F8
+#undef KTUNE_WGMMA_F4
 #undef KTUNE_WGMMA_R256
 #undef KTUNE_WGMMA_R128
 #undef KTUNE_WGMMA_R64
+#undef KTUNE_WGMMA_R32
+#undef KTUNE_WGMMA_R16
+#undef KTUNE_WGMMA_R8
 
 /* Keeps the compiler from moving reads or writes of an accumulator across the asynchronous
  * multiplies (which it cannot see use the registers). */

@@ -1,6 +1,6 @@
 /* The matmul space: its variants, and the generated C validity check (matmul_space.h) agreeing
  * with the interpreter on every config, shape and device, the device limit sm90a included: the
- * wgmma variant is valid only on a device that runs the build's sm_90a code. */
+ * wgmma and wgemv variants are valid only on a device that runs the build's sm_90a code. */
 #include <string.h>
 
 #include "check.h"
@@ -20,35 +20,49 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
-    CHECK(s.nvariants == 3 && strcmp(s.variants[KTUNE_MATMUL_VARIANT_WGMMA].name, "wgmma") == 0);
-    int wgmma = 0;
-    for (int i = 0; i < s.nconfigs; i++)
+    CHECK(s.nvariants == 4 && strcmp(s.variants[KTUNE_MATMUL_VARIANT_WGMMA].name, "wgmma") == 0 &&
+          strcmp(s.variants[KTUNE_MATMUL_VARIANT_WGEMV].name, "wgemv") == 0);
+    int wgmma = 0, wgemv = 0;
+    for (int i = 0; i < s.nconfigs; i++) {
         wgmma += s.configs[i].variant == KTUNE_MATMUL_VARIANT_WGMMA;
+        wgemv += s.configs[i].variant == KTUNE_MATMUL_VARIANT_WGEMV;
+    }
     /* (bm, bn, consumers): 5 with one consumer and 5 with two, x 4 stage counts */
     CHECK(wgmma == 40);
+    /* 2 bm x 3 bn x 2 stage counts x 4 splits */
+    CHECK(wgemv == 48);
 
     /* an H100 built with sm_90a code; the same device in a build without it; an A100 */
     const ktune_device devices[3] = {{"H", 132, 90, 1024, 232448, 52428800, 1},
                                      {"H", 132, 90, 1024, 232448, 52428800, 0},
                                      {"A", 108, 80, 1024, 166912, 41943040, 0}};
-    long agree, valid[3 * 3] = {0}, valid_wgmma[3], valid_mma[3];
+    long agree, valid[3 * 4] = {0}, valid_wgmma[3], valid_wgemv[3], valid_mma[3];
     CHECK(space_validity_disagreements(&s, ktune_matmul_valid, devices, 3, &agree, valid) == 0);
     for (int dv = 0; dv < 3; dv++) {
-        valid_wgmma[dv] = valid[dv * 3 + KTUNE_MATMUL_VARIANT_WGMMA];
-        valid_mma[dv] = valid[dv * 3 + KTUNE_MATMUL_VARIANT_MMA];
+        valid_wgmma[dv] = valid[dv * 4 + KTUNE_MATMUL_VARIANT_WGMMA];
+        valid_wgemv[dv] = valid[dv * 4 + KTUNE_MATMUL_VARIANT_WGEMV];
+        valid_mma[dv] = valid[dv * 4 + KTUNE_MATMUL_VARIANT_MMA];
     }
     CHECK(valid_wgmma[0] > 0 && valid_wgmma[1] == 0 && valid_wgmma[2] == 0);
+    CHECK(valid_wgemv[0] > 0 && valid_wgemv[1] == 0 && valid_wgemv[2] == 0);
     CHECK(valid_mma[0] > 0 && valid_mma[1] == valid_mma[0] && valid_mma[2] > 0);
     printf("%ld (config, shape, device) validity checks agree; wgmma valid %ld times with sm_90a "
-           "code, %ld without, %ld on cc 80\n",
-           agree, valid_wgmma[0], valid_wgmma[1], valid_wgmma[2]);
+           "code, %ld without, %ld on cc 80; wgemv %ld, %ld, %ld\n",
+           agree, valid_wgmma[0], valid_wgmma[1], valid_wgmma[2], valid_wgemv[0], valid_wgemv[1],
+           valid_wgemv[2]);
 
-    /* k not a multiple of 8: rows TMA cannot address */
+    /* k not a multiple of 8: rows TMA cannot address; m = 16 so that wgemv would hold it */
     int64_t key[KTUNE_MAX_KEY];
-    CHECK(ktune_space_key_parse(&s, "dtype=bf16 m=1024 n=4096 k=4100", key, &err) == 0);
-    for (int c = 0; c < s.nconfigs; c++)
-        if (s.configs[c].variant == KTUNE_MATMUL_VARIANT_WGMMA)
-            CHECK(!ktune_matmul_valid(s.configs[c].variant, s.configs[c].params, key, &devices[0]));
+    CHECK(ktune_space_key_parse(&s, "dtype=bf16 m=16 n=4096 k=4100", key, &err) == 0);
+    int tma_valid = 0, gemv_valid = 0;
+    for (int c = 0; c < s.nconfigs; c++) {
+        const int v = s.configs[c].variant,
+                  ok = ktune_matmul_valid(v, s.configs[c].params, key, &devices[0]);
+        if (v == KTUNE_MATMUL_VARIANT_WGMMA || v == KTUNE_MATMUL_VARIANT_WGEMV)
+            tma_valid += ok;
+        gemv_valid += v == KTUNE_MATMUL_VARIANT_GEMV && ok;
+    }
+    CHECK(tma_valid == 0 && gemv_valid > 0);
     ktune_space_free(&s);
     return check_report("test_space_matmul");
 }

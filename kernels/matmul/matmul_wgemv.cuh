@@ -1,0 +1,172 @@
+/* The wgemv variant (sm_90a): small m on wgmma, with the weight as the 64-row operand.
+ *
+ * C^T = W A^T: a block owns BM rows of W and all of m (BN >= m columns of C^T, wgmma's N), and k
+ * is split over the SPLIT blocks of a cluster (contiguous ranges of 64-wide slices). One thread of
+ * the producer warp streams the block's slices of W (BM x 64) and A (BN x 64) by TMA into a
+ * STAGES-deep ring of shared memory in 128-byte swizzle, each slice completing on its stage's
+ * "full" barrier; the consumer warpgroup multiplies straight from the ring (one 64-row wgmma a
+ * 16-wide k step and 64 rows of W), keeping one stage's multiplies in flight, and frees each
+ * stage on its "empty" barrier. W is read once, in 8 or 16 KB copies with many in flight: the
+ * memory system, not the threads, keeps the weight streaming.
+ *
+ * The partial sums of the blocks of a cluster meet through distributed shared memory; each block
+ * writes a share of the tile. Tails: TMA fills parts of a box outside A or W with zeros, and only
+ * the m x n part of the tile is written. TMA needs k % 8 == 0 (a constraint of the space) and
+ * 16-byte aligned A and W; a call whose pointers are not aligned runs the family's default GEMV
+ * for that m instead. */
+#pragma once
+
+#include "matmul_gemv.cuh"
+#include "matmul_wgmma.cuh"
+
+namespace ktune_matmul_impl {
+
+template <int BM, int BN, int STAGES> constexpr size_t wgemv_smem_bytes()
+{
+    /* the ring, the block's partial tile (fp32), two barriers a stage, and slack to align the
+     * ring to 1024 bytes */
+    return (size_t)STAGES * (BM + BN) * WGMMA_BK * 2 + (size_t)BM * BN * 4 + (size_t)STAGES * 2 * 8 +
+           1024;
+}
+
+template <typename T, int BM, int BN, int STAGES, int SPLIT>
+__global__ void __launch_bounds__(160)
+    wgemv_kernel(const __grid_constant__ CUtensorMap map_w,
+                 const __grid_constant__ CUtensorMap map_a, T *__restrict__ c, int m, int n, int k)
+{
+    constexpr int FM = BM / 64; /* 64-row pieces of W a k step */
+    constexpr int TILE = BM * BN; /* floats of the block's partial tile, stored [column][row] */
+    static_assert(BM % 64 == 0 && FM <= 2, "64 or 128 rows of W");
+    static_assert(BN == 8 || BN == 16 || BN == 32, "8, 16 or 32 columns");
+#ifdef KTUNE_WGMMA_DEVICE
+    constexpr uint32_t W_BYTES = BM * WGMMA_BK * 2, A_BYTES = BN * WGMMA_BK * 2;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char *const smem = smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024;
+    unsigned char *const ring_w = smem, *const ring_a = smem + STAGES * W_BYTES;
+    float *const part = reinterpret_cast<float *>(smem + STAGES * (W_BYTES + A_BYTES));
+    uint64_t *const full = reinterpret_cast<uint64_t *>(part + TILE);
+    uint64_t *const empty = full + STAGES;
+
+    const int n0 = blockIdx.x * BM;
+    const int split = SPLIT > 1 ? (int)ktune_cluster::rank() : 0;
+    const int ktiles = (k + WGMMA_BK - 1) / WGMMA_BK;
+    const int kt_begin = (int)((int64_t)ktiles * split / SPLIT);
+    const int kt_end = (int)((int64_t)ktiles * (split + 1) / SPLIT);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            barrier_init(&full[s], 1);
+            barrier_init(&empty[s], 1);
+        }
+        barrier_init_fence();
+    }
+    __syncthreads();
+
+    float d[FM][BN / 2] = {};
+    if (warp == 4) { /* the producer */
+        if (lane == 0) {
+            int s = 0, phase = 0;
+            for (int kt = kt_begin; kt < kt_end; kt++) {
+                barrier_wait(&empty[s], phase ^ 1); /* the consumers are done with the stage */
+                barrier_expect(&full[s], W_BYTES + A_BYTES);
+                tma_load(ring_w + s * W_BYTES, &map_w, kt * WGMMA_BK, n0, &full[s]);
+                tma_load(ring_a + s * A_BYTES, &map_a, kt * WGMMA_BK, 0, &full[s]);
+                if (++s == STAGES) {
+                    s = 0;
+                    phase ^= 1;
+                }
+            }
+        }
+    } else { /* the consumer warpgroup */
+        int s = 0, phase = 0, released = -1; /* released: the stage whose multiplies are in flight */
+        for (int kt = kt_begin; kt < kt_end; kt++) {
+            barrier_wait(&full[s], phase);
+            const uint32_t w_tile = smem_addr(ring_w + s * W_BYTES);
+            const uint32_t a_tile = smem_addr(ring_a + s * A_BYTES);
+#pragma unroll
+            for (int f = 0; f < FM; f++)
+                wgmma_fence_registers(d[f]);
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < WGMMA_BK / 16; kk++)
+#pragma unroll
+                for (int f = 0; f < FM; f++)
+                    wgmma_m64k16<T, BN>(d[f], wgmma_desc(w_tile + f * 64 * 128 + kk * 32),
+                                        wgmma_desc(a_tile + kk * 32));
+            wgmma_commit();
+#pragma unroll
+            for (int f = 0; f < FM; f++)
+                wgmma_fence_registers(d[f]);
+            wgmma_wait<1>(); /* the previous stage's multiplies are done: free it */
+            if (released >= 0 && threadIdx.x == 0)
+                barrier_arrive(&empty[released]);
+            released = s;
+            if (++s == STAGES) {
+                s = 0;
+                phase ^= 1;
+            }
+        }
+        wgmma_wait<0>();
+#pragma unroll
+        for (int f = 0; f < FM; f++) {
+            wgmma_fence_registers(d[f]);
+            /* d[f]: rows f * 64 + 16 warp + lane / 4 (+ 8) of W, columns 8 j + 2 (lane % 4) (+ 1) */
+            const int r = f * 64 + warp * 16 + lane / 4;
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++) {
+                const int col = j * 8 + 2 * (lane % 4);
+                part[col * BM + r] = d[f][4 * j];
+                part[(col + 1) * BM + r] = d[f][4 * j + 1];
+                part[col * BM + r + 8] = d[f][4 * j + 2];
+                part[(col + 1) * BM + r + 8] = d[f][4 * j + 3];
+            }
+        }
+    }
+
+    const int begin = TILE * split / SPLIT, end = TILE * (split + 1) / SPLIT;
+    if constexpr (SPLIT > 1)
+        ktune_cluster::sync();
+    else
+        __syncthreads();
+    for (int i = begin + threadIdx.x; i < end; i += blockDim.x) {
+        const int col = i / BM, r = i % BM;
+        if (col >= m || n0 + r >= n)
+            continue;
+        float sum = part[i];
+        if constexpr (SPLIT > 1) {
+            sum = 0;
+#pragma unroll
+            for (int q = 0; q < SPLIT; q++)
+                sum += ktune_cluster::map(part, q)[i];
+        }
+        c[(int64_t)col * n + n0 + r] = to_out<T>(sum);
+    }
+    if constexpr (SPLIT > 1)
+        ktune_cluster::sync(); /* the others' shared memory stays until every block has read it */
+#else
+    (void)map_w, (void)map_a, (void)c, (void)m, (void)n, (void)k;
+#endif
+}
+
+template <int BM, int BN, int STAGES, int SPLIT> struct wgemv_launcher {
+    template <typename T>
+    static cudaError_t run(const void *a, const void *w, void *c, int64_t m, int64_t n, int64_t k,
+                           cudaStream_t s)
+    {
+        if (!KTUNE_SM90A) /* the kernel has no code in this build */
+            return cudaErrorNotSupported;
+        if (m > BN || k > INT32_MAX)
+            return cudaErrorInvalidValue;
+        CUtensorMap map_w, map_a;
+        if (!tensor_map<T>(&map_w, w, n, k, BM) || !tensor_map<T>(&map_a, a, m, k, BN))
+            return gemv_launcher<16, 8, 4, 1, BN / 8>::template run<T>(a, w, c, m, n, k, s);
+        constexpr auto kernel = wgemv_kernel<T, BM, BN, STAGES, SPLIT>;
+        const dim3 grid((unsigned)((n + BM - 1) / BM), SPLIT);
+        return ktune_launch::launch(kernel, grid, dim3(160), dim3(1, SPLIT, 1),
+                                    wgemv_smem_bytes<BM, BN, STAGES>(), s, map_w, map_a, (T *)c,
+                                    (int)m, (int)n, (int)k);
+    }
+};
+
+} // namespace ktune_matmul_impl
