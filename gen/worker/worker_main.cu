@@ -72,7 +72,9 @@ const ktune_worker_family &fam = ktune_worker_family_def;
  * the first runs earlier work (an upload in the first would take GPU time between samples). */
 cudaStream_t stream, capture_stream, upload_stream;
 cudaEvent_t uploaded;
-void *flush_buffer;
+void *flush_buffer; /* zeros, twice flush_bytes */
+unsigned *flush_sink;
+int flush_blocks;
 /* The checks of a screen: two counters a config ([0] elements out of tolerance, [1] the first),
  * and their starting values. */
 constexpr int max_screen = 64;
@@ -251,12 +253,33 @@ cudaError_t wait_all()
     return e;
 }
 
-/* Pushes what L2 holds out of it: writes as many bytes as it holds. On an H100 (50 MB of L2), a
- * read of a 4, 16 or 32 MB buffer after such a flush takes as long as after writing twice or four
- * times that (within 1%), at about half the time of writing twice the L2. */
-cudaError_t flush_l2(int round)
+/* Reads n 16-byte words of p into L2 (not L1); sink is written only if their XOR is a value no
+ * flush buffer of zeros can have, so that the reads are not optimized away. */
+__global__ void flush_kernel(const uint4 *p, size_t n, unsigned *sink)
 {
-    return cudaMemsetAsync(flush_buffer, round & 0xff, flush_bytes, stream);
+    unsigned x = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const uint4 v = __ldcg(p + i);
+        x ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (x == 0x9e3779b9u)
+        *sink = x;
+}
+
+/* Pushes what L2 holds out of it: reads as many bytes as it holds, leaving it full of clean lines.
+ * A write (a memset) would leave as many dirty lines, whose write-back the first launch of the
+ * next sample would pay inside its time. On an H100 (50 MB of L2), a 16 MB copy after a 50 MB
+ * memset took 14.0 us, after a 50 MB read 11.5 us, as after a 100 MB read: one L2 of reads
+ * evicts what was there as well as two. Flushes read the two halves of the buffer in turn, so
+ * that one never finds the last one's lines (which would time it short at start). */
+cudaError_t flush_l2()
+{
+    static int half;
+    half ^= 1;
+    const uint4 *p = static_cast<const uint4 *>(flush_buffer) + half * (flush_bytes / 16);
+    flush_kernel<<<flush_blocks, 512, 0, stream>>>(p, flush_bytes / 16, flush_sink);
+    return cudaGetLastError();
 }
 
 measurement summarize(std::vector<double> &t)
@@ -362,11 +385,11 @@ cudaError_t enqueue_setup(Run &run, timing &t, precision p, double bytes_per_lau
     return e;
 }
 
-template <typename Run> cudaError_t enqueue_sample(Run &run, timing &t, int round)
+template <typename Run> cudaError_t enqueue_sample(Run &run, timing &t)
 {
     cudaError_t e = cudaSuccess;
     if (t.flush) {
-        e = flush_l2(round);
+        e = flush_l2();
         spent.flush += flush_us * 1e-6;
     }
     span s;
@@ -433,7 +456,7 @@ cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, preci
         e = gates.start();
     for (int s = 0; s < p.samples && e == cudaSuccess; s++)
         for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++)
-            e = enqueue_sample(runs[r], t[r], s);
+            e = enqueue_sample(runs[r], t[r]);
     gates.finish();
     if (e == cudaSuccess)
         e = wait_all();
@@ -609,7 +632,7 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
             count_probe_as_sample(x.t);
         const int first = (int)x.t.samples.size(), last = cut ? 1 : p.samples;
         for (int r = first; r < last && e == cudaSuccess; r++)
-            e = enqueue_sample(run, x.t, r);
+            e = enqueue_sample(run, x.t);
         fail_alone(x, "timing", &e);
         const double sample_us = x.t.per * span_us(x.t.probe) + (x.t.flush ? flush_us : 0);
         if (e == cudaSuccess)
@@ -630,7 +653,7 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
                 continue;
             launch_run run{x.instance};
             for (int r = 1; r < p.samples && e == cudaSuccess; r++)
-                e = enqueue_sample(run, x.t, r);
+                e = enqueue_sample(run, x.t);
             fail_alone(x, "timing", &e);
         }
         gates.finish();
@@ -723,7 +746,7 @@ void do_interleaved(long id, char **save)
  * afresh, this being the worker's start). */
 double time_flush()
 {
-    auto run = [](int round, cudaStream_t) { return flush_l2(round); };
+    auto run = [](int, cudaStream_t) { return flush_l2(); };
     std::vector<decltype(run)> runs{run};
     std::vector<measurement> m;
     nsets = 1;
@@ -932,8 +955,13 @@ int main(int argc, char **argv)
     cudaDriverGetVersion(&driver);
     cudaRuntimeGetVersion(&runtime);
     l2_bytes = p.l2CacheSize;
-    flush_bytes = (size_t)std::max<int64_t>(l2_bytes, 1 << 20);
-    e = cudaMalloc(&flush_buffer, flush_bytes);
+    flush_bytes = (size_t)std::max<int64_t>(l2_bytes, 1 << 20) / 16 * 16;
+    flush_blocks = 4 * p.multiProcessorCount;
+    e = cudaMalloc(&flush_buffer, 2 * flush_bytes);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&flush_sink, sizeof *flush_sink);
+    if (e == cudaSuccess)
+        e = cudaMemset(flush_buffer, 0, 2 * flush_bytes);
     if (e != cudaSuccess) {
         reply("E cannot allocate the L2 flush buffer: %s\n", cudaGetErrorString(e));
         return 2;
