@@ -82,24 +82,10 @@ __global__ void __launch_bounds__(160)
         int s = 0, phase = 0, released = -1; /* released: the stage whose multiplies are in flight */
         for (int kt = kt_begin; kt < kt_end; kt++) {
             barrier_wait(&full[s], phase);
-            const uint32_t w_tile = smem_addr(ring_w + s * W_BYTES);
-            const uint32_t a_tile = smem_addr(ring_a + s * A_BYTES);
-#pragma unroll
-            for (int f = 0; f < FM; f++)
-                wgmma_fence_registers(d[f]);
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < WGMMA_BK / 16; kk++)
-#pragma unroll
-                for (int f = 0; f < FM; f++)
-                    wgmma_m64k16<T, BN>(d[f], wgmma_desc(w_tile + f * 64 * 128 + kk * 32),
-                                        wgmma_desc(a_tile + kk * 32));
-            wgmma_commit();
-#pragma unroll
-            for (int f = 0; f < FM; f++)
-                wgmma_fence_registers(d[f]);
-            wgmma_wait<1>(); /* the previous stage's multiplies are done: free it */
-            if (released >= 0 && threadIdx.x == 0)
+            /* W is the 64-row operand, A the N one */
+            wgmma_slice<T, BN, FM>(d, smem_addr(ring_w + s * W_BYTES),
+                                   smem_addr(ring_a + s * A_BYTES));
+            if (released >= 0 && threadIdx.x == 0) /* the previous stage's multiplies are done */
                 barrier_arrive(&empty[released]);
             released = s;
             if (++s == STAGES) {

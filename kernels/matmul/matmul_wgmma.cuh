@@ -56,6 +56,30 @@ __device__ __forceinline__ void store_fragment(T *c, int64_t row0, int64_t col0,
 }
 
 #ifdef KTUNE_WGMMA_DEVICE
+/* One 64-wide k slice of a ring stage: d[f] (64 x N) += rows f * 64 .. of the a tile times the b
+ * tile (N rows) transposed, both 128-byte swizzled rows of 64 k at shared addresses a_tile and
+ * b_tile. Returns once the previous slice's multiplies are done (this one's stay in flight), so
+ * that the caller can free the previous stage. */
+template <typename T, int N, int FM>
+__device__ __forceinline__ void wgmma_slice(float (&d)[FM][N / 2], uint32_t a_tile, uint32_t b_tile)
+{
+#pragma unroll
+    for (int f = 0; f < FM; f++)
+        wgmma_fence_registers(d[f]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < WGMMA_BK / 16; kk++)
+#pragma unroll
+        for (int f = 0; f < FM; f++)
+            wgmma_m64k16<T, N>(d[f], wgmma_desc(a_tile + f * 64 * 128 + kk * 32),
+                               wgmma_desc(b_tile + kk * 32));
+    wgmma_commit();
+#pragma unroll
+    for (int f = 0; f < FM; f++)
+        wgmma_fence_registers(d[f]);
+    wgmma_wait<1>();
+}
+
 /* A consumer warpgroup's 64 x N accumulator piece (rows row0 .., columns col0 ..) into C through
  * TMA: 64-column chunks, each written into the staging buffer the store before last has finished
  * reading, then stored by thread 0. buffer says which of the two is next. */
@@ -160,24 +184,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         int released = -1; /* the stage whose multiplies are still in flight */
         for (int kt = 0; kt < ktiles; kt++) {
             barrier_wait(&full[s], phase);
-            const uint32_t a_tile = smem_addr(ring_a + s * A_BYTES) + consumer * WM * 128;
-            const uint32_t w_tile = smem_addr(ring_w + s * W_BYTES);
-#pragma unroll
-            for (int f = 0; f < FM; f++)
-                wgmma_fence_registers(d[f]);
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < WGMMA_BK / 16; kk++)
-#pragma unroll
-                for (int f = 0; f < FM; f++)
-                    wgmma_m64k16<T, BN>(d[f], wgmma_desc(a_tile + f * 64 * 128 + kk * 32),
-                                        wgmma_desc(w_tile + kk * 32));
-            wgmma_commit();
-#pragma unroll
-            for (int f = 0; f < FM; f++)
-                wgmma_fence_registers(d[f]);
-            wgmma_wait<1>(); /* the previous stage's multiplies are done: free it */
-            if (released >= 0 && tid == 0)
+            wgmma_slice<T, BN, FM>(d, smem_addr(ring_a + s * A_BYTES) + consumer * WM * 128,
+                                   smem_addr(ring_w + s * W_BYTES));
+            if (released >= 0 && tid == 0) /* the previous stage's multiplies are done */
                 barrier_arrive(&empty[released]);
             released = s;
             if (++s == STAGES) {
