@@ -72,10 +72,7 @@ __global__ void __launch_bounds__(160)
                 barrier_expect(&full[s], W_BYTES + A_BYTES);
                 tma_load(ring_w + s * W_BYTES, &map_w, kt * WGMMA_BK, n0, &full[s]);
                 tma_load(ring_a + s * A_BYTES, &map_a, kt * WGMMA_BK, 0, &full[s]);
-                if (++s == STAGES) {
-                    s = 0;
-                    phase ^= 1;
-                }
+                ring_next<STAGES>(s, phase);
             }
         }
     } else { /* the consumer warpgroup */
@@ -88,10 +85,7 @@ __global__ void __launch_bounds__(160)
             if (released >= 0 && threadIdx.x == 0) /* the previous stage's multiplies are done */
                 barrier_arrive(&empty[released]);
             released = s;
-            if (++s == STAGES) {
-                s = 0;
-                phase ^= 1;
-            }
+            ring_next<STAGES>(s, phase);
         }
         wgmma_wait<0>();
 #pragma unroll

@@ -56,6 +56,15 @@ __device__ __forceinline__ void store_fragment(T *c, int64_t row0, int64_t col0,
 }
 
 #ifdef KTUNE_WGMMA_DEVICE
+/* Moves s to the ring's next stage; phase, the parity of the stage's fill, flips at the wrap. */
+template <int STAGES> __device__ __forceinline__ void ring_next(int &s, int &phase)
+{
+    if (++s == STAGES) {
+        s = 0;
+        phase ^= 1;
+    }
+}
+
 /* One 64-wide k slice of a ring stage: d[f] (64 x N) += rows f * 64 .. of the a tile times the b
  * tile (N rows) transposed, both 128-byte swizzled rows of 64 k at shared addresses a_tile and
  * b_tile. Returns once the previous slice's multiplies are done (this one's stay in flight), so
@@ -158,10 +167,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                     barrier_expect(&full[s], A_BYTES + W_BYTES);
                     tma_load(ring_a + s * A_BYTES, &map_a, kt * WGMMA_BK, tm * BM, &full[s]);
                     tma_load(ring_w + s * W_BYTES, &map_w, kt * WGMMA_BK, tn * BN, &full[s]);
-                    if (++s == STAGES) {
-                        s = 0;
-                        phase ^= 1;
-                    }
+                    ring_next<STAGES>(s, phase);
                 }
             }
         }
@@ -189,10 +195,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             if (released >= 0 && tid == 0) /* the previous stage's multiplies are done */
                 barrier_arrive(&empty[released]);
             released = s;
-            if (++s == STAGES) {
-                s = 0;
-                phase ^= 1;
-            }
+            ring_next<STAGES>(s, phase);
         }
         wgmma_wait<0>();
 #pragma unroll
