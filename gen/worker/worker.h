@@ -43,3 +43,10 @@ struct ktune_worker_family {
 };
 
 extern const ktune_worker_family ktune_worker_family_def;
+
+/* Device memory for the inputs of the current key (prepare's), kept from key to key: at least
+ * `bytes`, 256-byte aligned; allocated again only when a key needs more than the block holds, so
+ * that changing keys costs no allocation or free (milliseconds a key with a set's buffers
+ * allocated one by one, the GPU idle meanwhile). What the previous key left in it is not kept.
+ * NULL with *error set when the memory cannot be had. */
+void *ktune_worker_arena(size_t bytes, cudaError_t *error);

@@ -16,6 +16,19 @@ inline int rotating_sets(int64_t set_bytes, int64_t l2_bytes, int max_sets)
     return (int)(want < 1 ? 1 : want > max_sets ? max_sets : want);
 }
 
+/* Buffers cut from one block of device memory (ktune_worker_arena's), each 256-byte aligned as
+ * cudaMalloc's are. */
+struct carver {
+    char *at;
+    static size_t round(size_t bytes) { return (bytes + 255) / 256 * 256; }
+    void *take(size_t bytes)
+    {
+        void *p = at;
+        at += round(bytes);
+        return p;
+    }
+};
+
 __device__ __forceinline__ uint32_t hash(uint64_t v)
 {
     v ^= v >> 33;

@@ -68,10 +68,12 @@ struct measurement {
 };
 
 const ktune_worker_family &fam = ktune_worker_family_def;
-/* Work runs on the first stream; graphs are captured on the second and uploaded on the third, while
- * the first runs earlier work (an upload in the first would take GPU time between samples). */
-cudaStream_t stream, capture_stream, upload_stream;
-cudaEvent_t uploaded;
+/* Work runs on the first stream; graphs are captured on the second, while the first runs earlier
+ * work, and uploaded in the first, between samples. An upload in a stream of its own, while
+ * samples run, slowed graphs of short kernels: a softmax of one row of 128 floats took 1.92 to
+ * 1.99 us a launch in the configs timed while the next configs' graphs were uploaded, 1.55 to
+ * 1.62 us in the others and with the uploads in the first stream (an H100). */
+cudaStream_t stream, capture_stream;
 void *flush_buffer; /* zeros, twice flush_bytes */
 unsigned *flush_sink;
 int flush_blocks;
@@ -79,6 +81,7 @@ int flush_blocks;
  * and their starting values. */
 constexpr int max_screen = 64;
 unsigned long long *check_counters, check_counters_init[2 * max_screen];
+unsigned long long *check_counters_host; /* pinned: a config's copied there after its compare */
 size_t flush_bytes;
 double flush_us; /* one flush's time, measured at start */
 int64_t l2_bytes;
@@ -144,24 +147,29 @@ void gate_open(unsigned generation)
 /* Gates in a pipeline, for work enqueued piece by piece: the pieces wait behind the held gate,
  * which opens once the next gate is closed behind them, so the GPU runs pieces while the host
  * enqueues the next and no span holds the host's latency between two pieces. A gate costs the GPU
- * a few microseconds, so one holds pieces of at least gate_piece_us of GPU time (by estimate). */
-constexpr double gate_piece_us = 100;
+ * time (about 20 us between two configs of a screen on an H100), so pieces hold at least
+ * gate_piece_us of GPU time (by estimate) at first, for the GPU to start soon, and twice as much
+ * after each gate up to gate_piece_max_us, for few gates: the host enqueues a piece several times
+ * faster than the GPU runs it. */
+constexpr double gate_piece_us = 100, gate_piece_max_us = 3200;
 
 struct gate_pipe {
     unsigned held = 0;
-    double pending_us = 0;
+    double pending_us = 0, piece_us = gate_piece_us;
     cudaError_t start()
     {
         pending_us = 0;
+        piece_us = gate_piece_us;
         return gate_close(&held);
     }
     /* After a piece of about us microseconds of GPU time. */
     cudaError_t pass(double us)
     {
         pending_us += us;
-        if (pending_us < gate_piece_us)
+        if (pending_us < piece_us)
             return cudaSuccess;
         pending_us = 0;
+        piece_us = std::min(2 * piece_us, gate_piece_max_us);
         unsigned next = held;
         cudaError_t e = gate_close(&next);
         gate_open(held);
@@ -301,13 +309,16 @@ measurement summarize(std::vector<double> &t)
 }
 
 /* Whether a sample's launches push the data of its first launch out of L2 before that set comes
- * round again, so that the sample needs no flush before it: true when one launch moves twice the
- * L2, or the launches between two uses of a set do. */
+ * round again, so that the sample needs no flush before it: true when one launch moves as many
+ * bytes as L2 holds, or the launches between two uses of a set do. One L2 of other data between
+ * two uses of a line is what a flush reads, and evicts as well as two (on an H100, 4 MB and 16
+ * MB read after 1x and 2x the L2 of other reads took the same time; after 0.5x, 4 MB took 17%
+ * less and 16 MB 13% less). */
 bool sample_evicts_itself(int per_sample, double bytes_per_launch)
 {
-    const double twice_l2 = 2.0 * (double)l2_bytes;
+    const double l2 = (double)l2_bytes;
     const int between = std::min(per_sample, nsets) - 1;
-    return bytes_per_launch >= twice_l2 || between * bytes_per_launch >= twice_l2;
+    return bytes_per_launch >= l2 || between * bytes_per_launch >= l2;
 }
 
 /* One run (a config, the copy, the vendor library) being timed: its probe, the launches a sample
@@ -336,7 +347,10 @@ template <typename Run> cudaError_t enqueue_probe(Run &run, timing &t)
 
 /* After the probe was read: the launches of a sample (enough to last min_sample_us; whole rounds
  * of the input sets when there are more launches than sets, so that every set is as long out of
- * use as the others), the warm-up (launches lasting about warmup_us) and, for a graph run, the
+ * use as the others; one round at most when the sample needs a flush, whose launches then all
+ * find their data out of L2: with more, a second round would find it there, and configs whose
+ * probes set one or two rounds would be timed on different terms, 20% apart for kernels of two
+ * microseconds on an H100), the warm-up (launches lasting about warmup_us) and, for a graph run, the
  * sample's launches captured once into a graph, so that replaying it times the kernels without
  * the host's launch overhead between them (which would dominate kernels of a few
  * microseconds). Copies run as plain launches: a graph would hand them to the copy engines rather
@@ -350,6 +364,8 @@ cudaError_t enqueue_setup(Run &run, timing &t, precision p, double bytes_per_lau
     if (t.per > nsets)
         t.per = (t.per + nsets - 1) / nsets * nsets;
     t.flush = !sample_evicts_itself(t.per, bytes_per_launch);
+    if (t.flush)
+        t.per = std::min(t.per, nsets);
     cudaError_t e = cudaSuccess;
     const int warm = (int)std::min(4096.0, ceil(warmup_us / each));
     if (warm > 0) {
@@ -376,11 +392,7 @@ cudaError_t enqueue_setup(Run &run, timing &t, precision p, double bytes_per_lau
     if (graph)
         cudaGraphDestroy(graph);
     if (e == cudaSuccess)
-        e = cudaGraphUpload(t.exec, upload_stream);
-    if (e == cudaSuccess)
-        e = cudaEventRecord(uploaded, upload_stream);
-    if (e == cudaSuccess)
-        e = cudaStreamWaitEvent(stream, uploaded, 0);
+        e = cudaGraphUpload(t.exec, stream);
     spent.graph += now_s() - t0;
     return e;
 }
@@ -433,8 +445,19 @@ measurement finish(timing &t)
     return summarize(us);
 }
 
-/* Interleaved measurement of several runs: probes, one wait; warm-ups and graphs; then rounds of
- * one sample of every run (A B C A B C ...), one wait. */
+/* Waits for a probe to have run. */
+cudaError_t probe_wait(const timing &t)
+{
+    const double t0 = now_s();
+    cudaError_t e = cudaEventSynchronize(event_pool[(size_t)t.probe.first + 1]);
+    spent.wait += now_s() - t0;
+    return e;
+}
+
+/* Interleaved measurement of several runs: probes; the warm-ups and graphs of each run as soon
+ * as its probe has run (the host builds one run's graph while the GPU warms the one before up),
+ * in pieces behind pipelined gates; then rounds of one sample of every run (A B C A B C ...)
+ * behind one gate; one wait. */
 template <typename Run>
 cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, precision p,
                     double bytes_per_launch, bool graph = true)
@@ -449,9 +472,15 @@ cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, preci
     }
     gates.finish();
     if (e == cudaSuccess)
-        e = wait_all();
-    for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++)
-        e = enqueue_setup(runs[r], t[r], p, bytes_per_launch, opt.warmup_us);
+        e = gates.start();
+    for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++) {
+        e = probe_wait(t[r]);
+        if (e == cudaSuccess)
+            e = enqueue_setup(runs[r], t[r], p, bytes_per_launch, opt.warmup_us);
+        if (e == cudaSuccess)
+            e = gates.pass(opt.warmup_us);
+    }
+    gates.finish();
     if (e == cudaSuccess)
         e = gates.start();
     for (int s = 0; s < p.samples && e == cudaSuccess; s++)
@@ -524,11 +553,14 @@ bool take_key(long id, char **save)
     return parse_key(id, save, key) && use_key(id, key);
 }
 
-/* A config of a screen: its instance (-1: not compiled in), what became of it, its timing. */
+/* A config of a screen: its instance (-1: not compiled in), what became of it, its check (done:
+ * its counters are on the host; the output's shape), its timing. */
 struct trial {
     int instance = -1;
     const char *status = "ok";
     char detail[512] = "";
+    span checked;
+    int64_t rows = 0, cols = 0;
     timing t;
     measurement m;
     bool ok() const { return instance >= 0 && strcmp(status, "ok") == 0; }
@@ -545,24 +577,24 @@ void fail_alone(trial &x, const char *what, cudaError_t *e)
     *e = cudaSuccess;
 }
 
-/* Verifies configs (those of ts with an instance): poisons the output, runs the config on set 0
- * (timed: the config's probe) and compares; in pieces behind pipelined gates, one wait.
- * A config whose launch fails where the context survives is failed alone; an error that loses the
- * context is returned. */
-cudaError_t check_all(std::vector<trial> &ts)
+/* Enqueues the checks of configs (those of ts with an instance), in pieces behind pipelined
+ * gates, waiting for none: each poisons the output, runs the config on set 0 (timed: the config's
+ * probe), compares and copies its counters to the host. `all` spans them. A config whose launch
+ * fails where the context survives is failed alone; an error that loses the context is
+ * returned. check_result then reads a config's outcome as soon as its own check has run. */
+cudaError_t check_enqueue(std::vector<trial> &ts, span &all)
 {
     events_used = 0;
     const size_t n = ts.size();
-    unsigned long long bad[2 * max_screen];
-    int64_t rows[max_screen], cols[max_screen];
-    double t0 = now_s();
     gate_pipe gates;
     cudaError_t e = n <= (size_t)max_screen ? cudaSuccess : cudaErrorInvalidValue;
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(check_counters, check_counters_init, sizeof bad,
-                            cudaMemcpyHostToDevice, stream);
-    if (e == cudaSuccess)
         e = gates.start();
+    if (e == cudaSuccess)
+        e = span_mark(all, false);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(check_counters, check_counters_init, sizeof check_counters_init,
+                            cudaMemcpyHostToDevice, stream);
     for (size_t i = 0; i < n && e == cudaSuccess; i++) {
         trial &x = ts[i];
         if (x.instance < 0)
@@ -575,38 +607,67 @@ cudaError_t check_all(std::vector<trial> &ts)
         if (e == cudaSuccess)
             e = span_mark(x.t.probe, true);
         if (e == cudaSuccess)
-            e = fam.compare(stream, check_counters + 2 * i, &rows[i], &cols[i]);
+            e = fam.compare(stream, check_counters + 2 * i, &x.rows, &x.cols);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(check_counters_host + 2 * i, check_counters + 2 * i,
+                                2 * sizeof *check_counters, cudaMemcpyDeviceToHost, stream);
+        if (e == cudaSuccess)
+            e = span_mark(x.checked, false);
         fail_alone(x, "check", &e);
         if (e == cudaSuccess) /* a check's time is not known before its probe: a gate every 8 */
             e = gates.pass(gate_piece_us / 8);
     }
-    gates.finish();
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(bad, check_counters, sizeof bad, cudaMemcpyDeviceToHost, stream);
+        e = span_mark(all, true);
+    gates.finish();
+    return e;
+}
+
+/* Waits for the check of x (ts[i] of check_enqueue) to have run, then marks x wrong if it was. */
+cudaError_t check_result(trial &x, size_t i)
+{
+    const double t0 = now_s();
+    cudaError_t e = cudaEventSynchronize(event_pool[(size_t)x.checked.first]);
+    spent.wait += now_s() - t0;
+    if (e != cudaSuccess)
+        return e;
+    spent.probe += span_us(x.t.probe) * 1e-6;
+    const unsigned long long *bad = check_counters_host + 2 * i;
+    if (x.ok() && bad[0] != 0) {
+        x.status = "wrong";
+        snprintf(x.detail, sizeof x.detail,
+                 "%llu of %lld elements out of tolerance; first at row %lld col %lld", bad[0],
+                 (long long)(x.rows * x.cols), (long long)(bad[1] / x.cols),
+                 (long long)(bad[1] % x.cols));
+    }
+    return cudaSuccess;
+}
+
+/* The checks' device time, after the wait that follows them. */
+void count_checks(const span &all) { spent.check += span_us(all) * 1e-6; }
+
+/* Verifies configs and waits for the outcome. */
+cudaError_t check_all(std::vector<trial> &ts)
+{
+    span all;
+    cudaError_t e = check_enqueue(ts, all);
     if (e == cudaSuccess)
         e = wait_all();
-    spent.check += now_s() - t0;
-    for (size_t i = 0; i < n && e == cudaSuccess; i++) {
-        if (ts[i].instance >= 0)
-            spent.probe += span_us(ts[i].t.probe) * 1e-6;
-        if (ts[i].ok() && bad[2 * i] != 0) {
-            ts[i].status = "wrong";
-            snprintf(ts[i].detail, sizeof ts[i].detail,
-                     "%llu of %lld elements out of tolerance; first at row %lld col %lld",
-                     bad[2 * i], (long long)(rows[i] * cols[i]),
-                     (long long)(bad[2 * i + 1] / cols[i]), (long long)(bad[2 * i + 1] % cols[i]));
-        }
-    }
+    for (size_t i = 0; i < ts.size() && e == cudaSuccess; i++)
+        if (ts[i].ok())
+            e = check_result(ts[i], i);
+    if (e == cudaSuccess)
+        count_checks(all);
     return e;
 }
 
 /* Verifies, then times, configs with the screen's samples (precise ones when none are given),
- * with no warm-up besides the check's launch. The checks (with their probes) go behind one wait.
- * Then, in pieces behind pipelined gates (the GPU runs one piece while the host builds the next
- * configs' graphs), the first sample of each config, or all of them where there is no cut; one
- * wait. With a cut, a config whose first sample takes more than screen_cut times the fastest
- * first sample (the window's, or `best_us`, the shape's fastest so far) stops there; the others'
- * remaining samples go behind one gate, one wait. */
+ * with no warm-up besides the check's launch. The checks are enqueued first, all of them; then,
+ * config after config as soon as its own check has run (the host builds a config's graph while
+ * the GPU checks the next ones), its first sample, or all of them where there is no cut, in
+ * pieces behind pipelined gates; one wait. With a cut, a config whose first sample takes more
+ * than screen_cut times the fastest first sample (the window's, or `best_us`, the shape's fastest
+ * so far) stops there; the others' remaining samples go behind one gate, one wait. */
 cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
 {
     precision p = opt.precise;
@@ -616,7 +677,8 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
         p.min_sample_us = opt.screen.min_sample_us;
     const bool cut = opt.screen_cut > 0 && p.samples > 1;
     const size_t n = ts.size();
-    cudaError_t e = check_all(ts);
+    span checks;
+    cudaError_t e = check_enqueue(ts, checks);
     if (e != cudaSuccess)
         return e;
     const double bytes = fam.bytes(current_key);
@@ -625,6 +687,9 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
     for (size_t i = 0; i < n && e == cudaSuccess; i++) {
         trial &x = ts[i];
         if (!x.ok())
+            continue;
+        e = check_result(x, i);
+        if (e != cudaSuccess || !x.ok())
             continue;
         launch_run run{x.instance};
         e = enqueue_setup(run, x.t, p, bytes, 0);
@@ -641,6 +706,8 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
     gates.finish();
     if (e == cudaSuccess)
         e = wait_all();
+    if (e == cudaSuccess)
+        count_checks(checks);
     if (e == cudaSuccess && cut) {
         auto first_us = [](const trial &x) { return span_us(x.t.samples[0]) / x.t.per; };
         for (const trial &x : ts)
@@ -902,6 +969,25 @@ int usage(const char *argv0)
 
 } // namespace
 
+void *ktune_worker_arena(size_t bytes, cudaError_t *error)
+{
+    static void *block;
+    static size_t block_bytes;
+    if (bytes > block_bytes) {
+        cudaFree(block);
+        block = nullptr;
+        block_bytes = 0;
+        const cudaError_t e = cudaMalloc(&block, bytes);
+        if (e != cudaSuccess) {
+            block = nullptr;
+            *error = e;
+            return nullptr;
+        }
+        block_bytes = bytes;
+    }
+    return block;
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -937,11 +1023,9 @@ int main(int argc, char **argv)
     if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&capture_stream, cudaStreamNonBlocking);
     if (e == cudaSuccess)
-        e = cudaStreamCreateWithFlags(&upload_stream, cudaStreamNonBlocking);
-    if (e == cudaSuccess)
-        e = cudaEventCreateWithFlags(&uploaded, cudaEventDisableTiming);
-    if (e == cudaSuccess)
         e = cudaMalloc(&check_counters, sizeof check_counters_init);
+    if (e == cudaSuccess)
+        e = cudaHostAlloc(&check_counters_host, sizeof check_counters_init, cudaHostAllocDefault);
     if (e == cudaSuccess)
         e = cudaHostAlloc(&gate_flag, sizeof *gate_flag, cudaHostAllocMapped);
     if (e == cudaSuccess)

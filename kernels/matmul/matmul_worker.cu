@@ -4,6 +4,7 @@
  * result passes when |c - ref| <= 1e-3 * sqrt(k) + rtol * |ref| for every element, rtol 2^-7 for
  * bf16 and 2^-9 for f16 outputs (rounding of the output plus a different order of fp32 sums);
  * a missing 16-wide slice of k is off by about sqrt(16 / 9), far above that. NaN never passes. */
+#include <algorithm>
 #include <cublas_v2.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,7 +20,7 @@ extern const int ktune_matmul_candidates_count;
 
 namespace {
 
-const int max_sets = 64;
+const int max_sets = 256;
 const size_t cublas_workspace_bytes = (size_t)32 << 20;
 
 struct state {
@@ -38,12 +39,27 @@ void *cublas_workspace;
 
 using ktune_worker_check::hash;
 
-template <typename T> __global__ void fill(T *x, int64_t count, uint64_t seed)
+/* Fills the count elements of each set (blockIdx.y; sets `stride` elements apart from x) from a
+ * hash of the set's seed. */
+template <typename T> __global__ void fill(T *x, int64_t count, int64_t stride, uint64_t seed)
 {
+    T *xs = x + blockIdx.y * stride;
+    const uint64_t set_seed = seed + 2 * blockIdx.y;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count;
          i += (int64_t)gridDim.x * blockDim.x)
-        x[i] = ktune_matmul_impl::to_out<T>(hash(seed * 0x9e3779b97f4a7c15ULL + i) / 2147483648.0f -
-                                            1.f);
+        xs[i] = ktune_matmul_impl::to_out<T>(
+            hash(set_seed * 0x9e3779b97f4a7c15ULL + i) / 2147483648.0f - 1.f);
+}
+
+/* The activations and weights of every set, which lie one after another (prepare). */
+template <typename T> void fill_sets(uint64_t seed)
+{
+    const dim3 grid(std::max(1, 1024 / st.sets), st.sets);
+    auto stride = [](void *const *p) {
+        return st.sets > 1 ? ((char *)p[1] - (char *)p[0]) / (int64_t)sizeof(T) : 0;
+    };
+    fill<<<grid, 256>>>((T *)st.a[0], st.m * st.k, stride(st.a), seed);
+    fill<<<grid, 256>>>((T *)st.w[0], st.n * st.k, stride(st.w), seed + 1);
 }
 
 using ktune_worker_check::compare;
@@ -87,17 +103,7 @@ cudaError_t ensure_cublas(cudaStream_t stream)
     return from_cublas(cublasSetStream(handle, stream));
 }
 
-void release()
-{
-    for (int s = 0; s < st.sets; s++) {
-        cudaFree(st.a[s]);
-        cudaFree(st.w[s]);
-        cudaFree(st.c[s]);
-    }
-    cudaFree(st.scratch);
-    cudaFree(st.ref);
-    st = state();
-}
+void release() { st = state(); } /* the buffers are the worker's arena */
 
 int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
 {
@@ -107,41 +113,33 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
     st.n = key[2];
     st.k = key[3];
     const size_t abytes = (size_t)(st.m * st.k * 2), wbytes = (size_t)(st.n * st.k * 2),
-                 cbytes = (size_t)(st.m * st.n * 2);
+                 cbytes = (size_t)(st.m * st.n * 2), ref_bytes = (size_t)(st.m * st.n) * 4;
     const int sets = ktune_worker_check::rotating_sets((int64_t)(abytes + wbytes + cbytes), l2_bytes,
                                                        max_sets);
+    using ktune_worker_check::carver;
     cudaError_t e = st.dtype == KTUNE_F16 || st.dtype == KTUNE_BF16 ? ensure_cublas(0)
                                                                      : cudaErrorInvalidValue;
-    for (int s = 0; s < sets && e == cudaSuccess; s++) {
-        void *p[3] = {};
-        e = cudaMalloc(&p[0], abytes);
-        if (e == cudaSuccess)
-            e = cudaMalloc(&p[1], wbytes);
-        if (e == cudaSuccess)
-            e = cudaMalloc(&p[2], cbytes);
-        if (e != cudaSuccess) {
-            for (void *q : p)
-                cudaFree(q);
-            break;
-        }
-        st.a[s] = p[0];
-        st.w[s] = p[1];
-        st.c[s] = p[2];
-        st.sets++;
-    }
-    if (e == cudaSuccess)
-        e = cudaMalloc(&st.scratch, wbytes);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&st.ref, (size_t)(st.m * st.n) * sizeof(float));
-    for (int s = 0; s < st.sets && e == cudaSuccess; s++) {
-        seed += 2;
-        if (st.dtype == KTUNE_F16) {
-            fill<<<1024, 256>>>((__half *)st.a[s], st.m * st.k, seed);
-            fill<<<1024, 256>>>((__half *)st.w[s], st.n * st.k, seed + 1);
-        } else {
-            fill<<<1024, 256>>>((__nv_bfloat16 *)st.a[s], st.m * st.k, seed);
-            fill<<<1024, 256>>>((__nv_bfloat16 *)st.w[s], st.n * st.k, seed + 1);
-        }
+    const size_t set_bytes = carver::round(abytes) + carver::round(wbytes) + carver::round(cbytes);
+    carver c{e == cudaSuccess ? (char *)ktune_worker_arena((size_t)sets * set_bytes +
+                                                               carver::round(wbytes) +
+                                                               carver::round(ref_bytes),
+                                                           &e)
+                              : nullptr};
+    if (c.at) {
+        for (int s = 0; s < sets; s++)
+            st.a[s] = c.take(abytes);
+        for (int s = 0; s < sets; s++)
+            st.w[s] = c.take(wbytes);
+        for (int s = 0; s < sets; s++)
+            st.c[s] = c.take(cbytes);
+        st.scratch = c.take(wbytes);
+        st.ref = (float *)c.take(ref_bytes);
+        st.sets = sets;
+        seed += 2 * (uint64_t)sets;
+        if (st.dtype == KTUNE_F16)
+            fill_sets<__half>(seed);
+        else
+            fill_sets<__nv_bfloat16>(seed);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess)

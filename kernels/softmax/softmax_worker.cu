@@ -3,6 +3,7 @@
  * Reference: fp64 softmax of the same (already rounded) inputs. A result passes when
  * |y - ref| <= atol + rtol * |ref| for every element: f32 1e-6 + 1e-4, f16 2e-5 + 2e-3,
  * bf16 1e-4 + 1.6e-2 (a few units in the last place of each format). NaN never passes. */
+#include <algorithm>
 #include <stdio.h>
 
 #include "softmax_instance.cuh"
@@ -19,7 +20,7 @@ namespace {
 using ktune_softmax_impl::from_float;
 using ktune_softmax_impl::to_float;
 
-const int max_sets = 64;
+const int max_sets = 256;
 
 struct state {
     int dtype = 0;
@@ -33,11 +34,16 @@ struct state {
 
 using ktune_worker_check::hash;
 
-template <typename T> __global__ void fill(T *x, int64_t n, uint64_t seed)
+/* Fills the n elements of each set (blockIdx.y; sets `stride` elements apart from x) from a
+ * hash of the set's seed. */
+template <typename T> __global__ void fill(T *x, int64_t n, int64_t stride, uint64_t seed)
 {
+    T *xs = x + blockIdx.y * stride;
+    const uint64_t set_seed = seed + blockIdx.y;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
-        x[i] = from_float<T>((hash(seed * 0x9e3779b97f4a7c15ULL + i) / 4294967296.0f) * 16.f - 8.f);
+        xs[i] = from_float<T>((hash(set_seed * 0x9e3779b97f4a7c15ULL + i) / 4294967296.0f) * 16.f -
+                              8.f);
 }
 
 template <typename T> __global__ void reference(const T *x, float *ref, int64_t cols)
@@ -75,10 +81,11 @@ template <typename T> __global__ void reference(const T *x, float *ref, int64_t 
 using ktune_worker_check::compare;
 
 template <typename T> struct typed {
-    static void fill_all(uint64_t seed)
+    static void fill_all(uint64_t seed) /* the inputs lie one after another (prepare) */
     {
-        for (int s = 0; s < st.sets; s++)
-            fill<T><<<1024, 256>>>((T *)st.x[s], st.rows * st.cols, seed + s);
+        const int64_t stride = st.sets > 1 ? ((char *)st.x[1] - (char *)st.x[0]) / (int64_t)sizeof(T) : 0;
+        fill<T><<<dim3(std::max(1, 1024 / st.sets), st.sets), 256>>>((T *)st.x[0], st.rows * st.cols,
+                                                                      stride, seed);
         reference<T><<<(unsigned)st.rows, 256>>>((const T *)st.x[0], st.ref, st.cols);
     }
     static void compare_all(float atol, float rtol, unsigned long long *bad, cudaStream_t s)
@@ -90,15 +97,7 @@ template <typename T> struct typed {
 
 size_t elem_bytes(int dtype) { return dtype == KTUNE_F32 ? 4 : 2; }
 
-void release()
-{
-    for (int s = 0; s < st.sets; s++) {
-        cudaFree(st.x[s]);
-        cudaFree(st.y[s]);
-    }
-    cudaFree(st.ref);
-    st = state();
-}
+void release() { st = state(); } /* the buffers are the worker's arena */
 
 int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
 {
@@ -107,22 +106,19 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
     st.rows = key[1];
     st.cols = key[2];
     st.bytes = (size_t)st.rows * (size_t)st.cols * elem_bytes(st.dtype);
-    st.sets = 0;
-    int sets = ktune_worker_check::rotating_sets(2 * (int64_t)st.bytes, l2_bytes, max_sets);
+    const int sets = ktune_worker_check::rotating_sets(2 * (int64_t)st.bytes, l2_bytes, max_sets);
+    const size_t ref_bytes = (size_t)st.rows * st.cols * sizeof(float);
+    using ktune_worker_check::carver;
     cudaError_t e = cudaSuccess;
-    for (int s = 0; s < sets && e == cudaSuccess; s++) {
-        e = cudaMalloc(&st.x[s], st.bytes);
-        if (e == cudaSuccess) {
-            e = cudaMalloc(&st.y[s], st.bytes);
-            if (e != cudaSuccess)
-                cudaFree(st.x[s]);
-        }
-        if (e == cudaSuccess)
-            st.sets++;
-    }
-    if (e == cudaSuccess)
-        e = cudaMalloc(&st.ref, (size_t)st.rows * st.cols * sizeof(float));
-    if (e == cudaSuccess) {
+    carver c{(char *)ktune_worker_arena(
+        2 * (size_t)sets * carver::round(st.bytes) + carver::round(ref_bytes), &e)};
+    if (c.at) {
+        for (int s = 0; s < sets; s++)
+            st.x[s] = c.take(st.bytes);
+        for (int s = 0; s < sets; s++)
+            st.y[s] = c.take(st.bytes);
+        st.ref = (float *)c.take(ref_bytes);
+        st.sets = sets;
         seed += 1000;
         if (st.dtype == KTUNE_F32)
             typed<float>::fill_all(seed);
