@@ -4,6 +4,7 @@
  * run 2: softmax-gpu; driver 580.159.04, CUDA 13.0, source 603c0398ca2e, 2026-11-22
  * run 3: softmax-gpu; driver 580.159.04, CUDA 13.0, source 4acf9bc13e4e, 2026-11-22
  * run 4: softmax-gpu; driver 580.159.04, CUDA 13.0, source 0d3bd06722ae, 2026-11-22
+ * run 5: softmax-gpu; driver 580.159.04, CUDA 13.0, source 0c3398f2dac4, 2026-11-22
  * Each row: key, configuration, its time (us), the family default's time (us). */
 #ifndef KTUNE_SOFTMAX_NVIDIA_H100_80GB_HBM3_132_H
 #define KTUNE_SOFTMAX_NVIDIA_H100_80GB_HBM3_132_H
@@ -57,7 +58,7 @@ static const ktune_row ktune_softmax_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_F32, 8192, 512}, "vec_vec4_iters4_warps4", 12.624f, 13.657f},
     {{KTUNE_F32, 8192, 1024}, "vec_vec4_iters8_warps2", 24.064f, 24.832f},
     {{KTUNE_F32, 8192, 2048}, "block_threads128_vec4_iters4", 46.085f, 62.912f},
-    {{KTUNE_F32, 8192, 4096}, "block_threads256_vec2_iters8", 91.509f, 116.288f},
+    {{KTUNE_F32, 8192, 4096}, "block_threads128_vec4_iters8", 90.731f, 115.536f},
     {{KTUNE_F32, 8192, 8192}, "block_threads1024_vec2_iters4", 180.480f, 297.568f},
     {{KTUNE_F32, 8192, 16384}, "block_threads512_vec4_iters8", 361.696f, 623.136f},
     {{KTUNE_F32, 65536, 32}, "vec_vec1_iters1_warps4", 11.906f, 48.896f},
@@ -85,7 +86,7 @@ static const ktune_row ktune_softmax_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_F16, 32, 128}, "vec_vec2_iters2_warps4", 1.969f, 2.334f},
     {{KTUNE_F16, 32, 256}, "vec_vec8_iters1_warps4", 2.058f, 2.376f},
     {{KTUNE_F16, 32, 512}, "vec_vec4_iters4_warps4", 2.131f, 2.383f},
-    {{KTUNE_F16, 32, 1024}, "vec_vec1_iters32_warps4", 2.454f, 2.454f},
+    {{KTUNE_F16, 32, 1024}, "block_threads128_vec8_iters1", 2.272f, 2.453f},
     {{KTUNE_F16, 32, 2048}, "block_threads256_vec4_iters2", 2.505f, 4.414f},
     {{KTUNE_F16, 32, 4096}, "block_threads256_vec4_iters4", 2.814f, 6.167f},
     {{KTUNE_F16, 32, 8192}, "block_threads256_vec8_iters4", 3.285f, 9.723f},
@@ -112,7 +113,7 @@ static const ktune_row ktune_softmax_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_F16, 8192, 256}, "vec_vec8_iters2_warps4", 4.921f, 8.398f},
     {{KTUNE_F16, 8192, 512}, "vec_vec8_iters2_warps2", 7.705f, 9.310f},
     {{KTUNE_F16, 8192, 1024}, "vec_vec8_iters4_warps2", 13.406f, 14.637f},
-    {{KTUNE_F16, 8192, 2048}, "block_threads128_vec8_iters2", 24.562f, 56.128f},
+    {{KTUNE_F16, 8192, 2048}, "block_threads128_vec4_iters4", 24.526f, 56.149f},
     {{KTUNE_F16, 8192, 4096}, "block_threads128_vec8_iters4", 46.811f, 83.384f},
     {{KTUNE_F16, 8192, 8192}, "block_threads512_vec8_iters2", 92.128f, 141.104f},
     {{KTUNE_F16, 8192, 16384}, "block_threads512_vec8_iters4", 181.104f, 377.568f},
@@ -141,7 +142,7 @@ static const ktune_row ktune_softmax_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_BF16, 32, 128}, "vec_vec4_iters1_warps4", 1.973f, 2.348f},
     {{KTUNE_BF16, 32, 256}, "vec_vec8_iters1_warps1", 2.030f, 2.385f},
     {{KTUNE_BF16, 32, 512}, "vec_vec8_iters2_warps4", 2.148f, 2.369f},
-    {{KTUNE_BF16, 32, 1024}, "vec_vec1_iters32_warps4", 2.456f, 2.456f},
+    {{KTUNE_BF16, 32, 1024}, "block_threads128_vec8_iters1", 2.244f, 2.421f},
     {{KTUNE_BF16, 32, 2048}, "block_threads256_vec4_iters2", 2.516f, 4.423f},
     {{KTUNE_BF16, 32, 4096}, "block_threads256_vec4_iters4", 2.816f, 6.146f},
     {{KTUNE_BF16, 32, 8192}, "block_threads256_vec8_iters4", 3.289f, 9.701f},
@@ -161,7 +162,7 @@ static const ktune_row ktune_softmax_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_BF16, 1024, 16384}, "smem_ctas1_threads256", 24.466f, 61.824f},
     {{KTUNE_BF16, 1024, 32768}, "smem_ctas1_threads256", 50.840f, 119.824f},
     {{KTUNE_BF16, 1024, 65536}, "smem_ctas4_threads256", 101.888f, 239.392f},
-    {{KTUNE_BF16, 1024, 131072}, "smem_ctas4_threads512", 207.296f, 471.072f},
+    {{KTUNE_BF16, 1024, 131072}, "smem_ctas8_threads256", 202.688f, 469.440f},
     {{KTUNE_BF16, 8192, 32}, "vec_vec1_iters1_warps4", 2.868f, 8.261f},
     {{KTUNE_BF16, 8192, 64}, "vec_vec2_iters2_warps4", 2.980f, 8.303f},
     {{KTUNE_BF16, 8192, 128}, "vec_vec4_iters2_warps4", 3.550f, 8.330f},
@@ -170,7 +171,7 @@ static const ktune_row ktune_softmax_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_BF16, 8192, 1024}, "vec_vec8_iters4_warps2", 13.420f, 14.631f},
     {{KTUNE_BF16, 8192, 2048}, "block_threads128_vec8_iters2", 25.019f, 49.592f},
     {{KTUNE_BF16, 8192, 4096}, "block_threads128_vec8_iters4", 46.827f, 83.576f},
-    {{KTUNE_BF16, 8192, 8192}, "block_threads512_vec8_iters2", 92.640f, 141.024f},
+    {{KTUNE_BF16, 8192, 8192}, "block_threads256_vec8_iters4", 91.179f, 145.072f},
     {{KTUNE_BF16, 8192, 16384}, "block_threads512_vec8_iters4", 181.088f, 380.512f},
     {{KTUNE_BF16, 65536, 32}, "vec_vec1_iters1_warps4", 11.662f, 53.848f},
     {{KTUNE_BF16, 65536, 64}, "vec_vec2_iters1_warps4", 12.011f, 53.976f},
