@@ -485,9 +485,9 @@ static int final_round(const ktune_sweep_opts *o, const ktune_registry *committe
 }
 
 /* Where the workers' time went, as the S request reports it (seconds): device time in timed
- * samples and warm-ups; host time preparing inputs, in checks, building graphs (mostly while the
- * GPU runs earlier work) and inside requests in all; device time in L2 flushes and in the checks'
- * probes that are not samples; host time waiting for the GPU. */
+ * samples and warm-ups; host time preparing inputs; device time in checks; host time building
+ * graphs (mostly while the GPU runs earlier work) and inside requests in all; device time in L2
+ * flushes and in the checks' probes that are not samples; host time waiting for the GPU. */
 enum {
     SPENT_TIMED,
     SPENT_WARMUP,

@@ -53,11 +53,11 @@ struct settings {
 } opt;
 
 /* Where the worker's time went, in seconds: device time in timed samples and in warm-ups; host
- * time preparing inputs, in checks (with the probes and their wait; less the probes that count
- * as samples), building graphs (mostly while the GPU runs earlier work) and inside requests in
- * all; device time in L2 flushes before samples (their count times the time of one, measured at
- * start: a span around each would cost GPU time between samples) and in the probes; host time
- * waiting for the GPU to finish what it was given. */
+ * time preparing inputs; device time in checks (from a window's first check to its last, less
+ * the probes that count as samples); host time building graphs (mostly while the GPU runs
+ * earlier work) and inside requests in all; device time in L2 flushes before samples (their
+ * count times the time of one, measured at start: a span around each would cost GPU time between
+ * samples) and in the probes; host time waiting for the GPU to finish what it was given. */
 struct accounts {
     double timed, warmup, prepare, check, graph, busy, flush, probe, wait;
 } spent;
@@ -350,9 +350,9 @@ template <typename Run> cudaError_t enqueue_probe(Run &run, timing &t)
  * use as the others; one round at most when the sample needs a flush, whose launches then all
  * find their data out of L2: with more, a second round would find it there, and configs whose
  * probes set one or two rounds would be timed on different terms, 20% apart for kernels of two
- * microseconds on an H100), the warm-up (launches lasting about warmup_us) and, for a graph run, the
- * sample's launches captured once into a graph, so that replaying it times the kernels without
- * the host's launch overhead between them (which would dominate kernels of a few
+ * microseconds on an H100), the warm-up (launches lasting about warmup_us) and, for a graph run,
+ * the sample's launches captured once into a graph, so that replaying it times the kernels
+ * without the host's launch overhead between them (which would dominate kernels of a few
  * microseconds). Copies run as plain launches: a graph would hand them to the copy engines rather
  * than the path a stream's cudaMemcpyAsync takes. */
 template <typename Run>
@@ -445,11 +445,11 @@ measurement finish(timing &t)
     return summarize(us);
 }
 
-/* Waits for a probe to have run. */
-cudaError_t probe_wait(const timing &t)
+/* Waits for the GPU to have run what was enqueued before event `index` of the pool. */
+cudaError_t event_wait(int index)
 {
     const double t0 = now_s();
-    cudaError_t e = cudaEventSynchronize(event_pool[(size_t)t.probe.first + 1]);
+    cudaError_t e = cudaEventSynchronize(event_pool[(size_t)index]);
     spent.wait += now_s() - t0;
     return e;
 }
@@ -474,7 +474,7 @@ cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, preci
     if (e == cudaSuccess)
         e = gates.start();
     for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++) {
-        e = probe_wait(t[r]);
+        e = event_wait(t[r].probe.first + 1); /* the probe has run */
         if (e == cudaSuccess)
             e = enqueue_setup(runs[r], t[r], p, bytes_per_launch, opt.warmup_us);
         if (e == cudaSuccess)
@@ -626,9 +626,7 @@ cudaError_t check_enqueue(std::vector<trial> &ts, span &all)
 /* Waits for the check of x (ts[i] of check_enqueue) to have run, then marks x wrong if it was. */
 cudaError_t check_result(trial &x, size_t i)
 {
-    const double t0 = now_s();
-    cudaError_t e = cudaEventSynchronize(event_pool[(size_t)x.checked.first]);
-    spent.wait += now_s() - t0;
+    cudaError_t e = event_wait(x.checked.first);
     if (e != cudaSuccess)
         return e;
     spent.probe += span_us(x.t.probe) * 1e-6;

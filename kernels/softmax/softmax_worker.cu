@@ -83,9 +83,10 @@ using ktune_worker_check::compare;
 template <typename T> struct typed {
     static void fill_all(uint64_t seed) /* the inputs lie one after another (prepare) */
     {
-        const int64_t stride = st.sets > 1 ? ((char *)st.x[1] - (char *)st.x[0]) / (int64_t)sizeof(T) : 0;
-        fill<T><<<dim3(std::max(1, 1024 / st.sets), st.sets), 256>>>((T *)st.x[0], st.rows * st.cols,
-                                                                      stride, seed);
+        const int64_t stride =
+            st.sets > 1 ? ((char *)st.x[1] - (char *)st.x[0]) / (int64_t)sizeof(T) : 0;
+        const dim3 grid(std::max(1, 1024 / st.sets), st.sets);
+        fill<T><<<grid, 256>>>((T *)st.x[0], st.rows * st.cols, stride, seed);
         reference<T><<<(unsigned)st.rows, 256>>>((const T *)st.x[0], st.ref, st.cols);
     }
     static void compare_all(float atol, float rtol, unsigned long long *bad, cudaStream_t s)
