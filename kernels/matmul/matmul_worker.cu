@@ -54,12 +54,12 @@ template <typename T> __global__ void fill(T *x, int64_t count, int64_t stride, 
 /* The activations and weights of every set, which lie one after another (prepare). */
 template <typename T> void fill_sets(uint64_t seed)
 {
+    using ktune_worker_check::carver;
     const dim3 grid(std::max(1, 1024 / st.sets), st.sets);
-    auto stride = [](void *const *p) {
-        return st.sets > 1 ? ((char *)p[1] - (char *)p[0]) / (int64_t)sizeof(T) : 0;
-    };
-    fill<<<grid, 256>>>((T *)st.a[0], st.m * st.k, stride(st.a), seed);
-    fill<<<grid, 256>>>((T *)st.w[0], st.n * st.k, stride(st.w), seed + 1);
+    const int64_t a_elems = st.m * st.k, w_elems = st.n * st.k;
+    auto stride = [](int64_t elems) { return carver::round(elems * sizeof(T)) / sizeof(T); };
+    fill<<<grid, 256>>>((T *)st.a[0], a_elems, stride(a_elems), seed);
+    fill<<<grid, 256>>>((T *)st.w[0], w_elems, stride(w_elems), seed + 1);
 }
 
 using ktune_worker_check::compare;

@@ -83,8 +83,7 @@ using ktune_worker_check::compare;
 template <typename T> struct typed {
     static void fill_all(uint64_t seed) /* the inputs lie one after another (prepare) */
     {
-        const int64_t stride =
-            st.sets > 1 ? ((char *)st.x[1] - (char *)st.x[0]) / (int64_t)sizeof(T) : 0;
+        const int64_t stride = ktune_worker_check::carver::round(st.bytes) / sizeof(T);
         const dim3 grid(std::max(1, 1024 / st.sets), st.sets);
         fill<T><<<grid, 256>>>((T *)st.x[0], st.rows * st.cols, stride, seed);
         reference<T><<<(unsigned)st.rows, 256>>>((const T *)st.x[0], st.ref, st.cols);
