@@ -16,7 +16,7 @@ typedef enum { ST_NONE, ST_OK, ST_INVALID, ST_WRONG, ST_FAILED, ST_TIMEOUT, ST_C
 static const char *const status_names[ST_COUNT] = {"", "ok", "invalid", "wrong", "failed", "timeout"};
 
 /* Configs a window of the screen measures at most (one X request; the worker's limit). */
-#define KTUNE_SCREEN_BATCH 64
+#define KTUNE_SCREEN_BATCH 128
 
 /* A measurement whose MAD is above this fraction of its median counts as noisy. */
 #define KTUNE_NOISY_SPREAD 0.05

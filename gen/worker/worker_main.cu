@@ -2,7 +2,7 @@
  *
  *   T <id> <config> <key...>            verify, then time one configuration (the screen's
  *                                       samples, which a staged search keeps short)
- *   X <id> <key...> [@<us>] <config>... T for several configurations at once (at most 64), with
+ *   X <id> <key...> [@<us>] <config>... T for several configurations at once (at most 128), with
  *                                       fewer waits: answers "ok" then a status (ok, wrong,
  *                                       failed, invalid), time, spread and samples a config; the
  *                                       details of those not ok come from T. With --screen-cut,
@@ -79,7 +79,7 @@ unsigned *flush_sink;
 int flush_blocks;
 /* The checks of a screen: two counters a config ([0] elements out of tolerance, [1] the first),
  * and their starting values. */
-constexpr int max_screen = 64;
+constexpr int max_screen = 128;
 unsigned long long *check_counters, check_counters_init[2 * max_screen];
 unsigned long long *check_counters_host; /* pinned: a config's copied there after its compare */
 size_t flush_bytes;
@@ -207,13 +207,8 @@ struct span {
     int first = -1;
 };
 
-/* Spans marked since the worker started: a sample that follows its own run's last sample with no
- * span between (no check, probe, warm-up or other run's sample) knows nothing else touched L2. */
-unsigned long long marks;
-
 cudaError_t span_mark(span &s, bool end)
 {
-    marks++;
     if (!end) {
         if (events_used + 2 > event_pool.size()) {
             cudaEvent_t a, b;
@@ -242,24 +237,9 @@ double span_us(const span &s)
     return ms * 1000.0;
 }
 
-/* Graphs whose samples have been read, destroyed at the next wait while the GPU runs what was
- * enqueued before it (destroying them right after the wait that read them would keep the GPU
- * idle for that time). */
-std::vector<cudaGraphExec_t> retired;
-
-void retire(cudaGraphExec_t &exec)
-{
-    if (exec)
-        retired.push_back(exec);
-    exec = nullptr;
-}
-
 /* Everything enqueued has run: the spans can be read; then the pool is reused. */
 cudaError_t wait_all()
 {
-    for (cudaGraphExec_t exec : retired)
-        cudaGraphExecDestroy(exec);
-    retired.clear();
     const double t0 = now_s();
     cudaError_t e = cudaStreamSynchronize(stream);
     spent.wait += now_s() - t0;
@@ -326,24 +306,29 @@ bool sample_evicts_itself(int per_sample, double bytes_per_launch)
     return bytes_per_launch >= l2 || between * bytes_per_launch >= l2;
 }
 
-/* The most groups of input sets a flushed sample's run cycles through (the screen's and the
- * interleaved rounds' samples are at most 7 by default). */
-constexpr int max_groups = 8;
-
 /* One run (a config, the copy, the vendor library) being timed: its probe, the launches a sample
- * holds, whether samples need a flush before them, its groups of input sets (samples that need a
- * flush cycle through disjoint groups: only a sample of the first group needs one, when the
- * samples before it in the cycle followed each other with nothing else between), a graph a
- * group, its warm-up and its samples (the probe first where it counts as one); the group of its
- * last sample and the span mark that ended it. */
+ * holds, whether samples need a flush before them, its graph, its warm-up and its samples (the
+ * probe first where it counts as one). */
 struct timing {
     span probe, warm;
-    int per = 1, groups = 1, group = 0;
+    int per = 1;
     bool flush = true, graph = true, probe_is_sample = false;
-    cudaGraphExec_t exec[max_groups] = {};
-    unsigned long long last_mark = 0;
+    cudaGraphExec_t exec = nullptr;
     std::vector<span> samples;
 };
+
+/* Destroys a run's graph once its last sample is enqueued: in flight, it is freed when it has
+ * run. Graphs kept alive make instantiating others slower: on an H100, a graph of 256 launches
+ * took 0.54 ms to instantiate with no other graph alive, 1.47 ms with 200 (kept until the next
+ * wait, a window's graphs made instantiating 2.7 times as slow in an exhaustive softmax sweep). */
+void drop_graph(timing &t)
+{
+    const double t0 = now_s();
+    if (t.exec)
+        cudaGraphExecDestroy(t.exec);
+    t.exec = nullptr;
+    spent.graph += now_s() - t0;
+}
 
 /* The probe: one launch, timed. Enqueued behind a closed gate, it holds none of the host's launch
  * latency: a probe that did would set too few launches a sample, and the time of launching the
@@ -358,41 +343,14 @@ template <typename Run> cudaError_t enqueue_probe(Run &run, timing &t)
     return e;
 }
 
-/* The graph of group g's launches, uploaded in the stream (between samples). */
-template <typename Run> cudaError_t build_graph(Run &run, timing &t, int g)
-{
-    const double t0 = now_s();
-    cudaGraph_t graph = nullptr;
-    cudaError_t e = cudaStreamBeginCapture(capture_stream, cudaStreamCaptureModeRelaxed);
-    if (e != cudaSuccess)
-        return e;
-    for (int i = 0; i < t.per && e == cudaSuccess; i++)
-        e = run((g * t.per + i) % nsets, capture_stream);
-    cudaError_t end = cudaStreamEndCapture(capture_stream, &graph);
-    if (e == cudaSuccess)
-        e = end;
-    if (e == cudaSuccess)
-        e = cudaGraphInstantiate(&t.exec[g], graph, 0);
-    if (graph)
-        cudaGraphDestroy(graph);
-    if (e == cudaSuccess)
-        e = cudaGraphUpload(t.exec[g], stream);
-    spent.graph += now_s() - t0;
-    return e;
-}
-
 /* After the probe was read: the launches of a sample (enough to last min_sample_us; whole rounds
  * of the input sets when there are more launches than sets, so that every set is as long out of
  * use as the others; one round at most when the sample needs a flush, whose launches then all
  * find their data out of L2: with more, a second round would find it there, and configs whose
  * probes set one or two rounds would be timed on different terms, 20% apart for kernels of two
- * microseconds on an H100), the groups of sets the flushed samples cycle through (as many
- * disjoint groups of `per` sets as the sets hold, up to the samples p asks for: a flush of L2
- * costs about 24 us on an H100, more than ten launches of a small kernel, and samples of groups
- * not used since the last flush find their data as far out of L2 as the first), the warm-up
- * (launches lasting about warmup_us) and, for a graph run, the first group's launches captured
- * once into a graph (the others' when a sample first needs them), so that replaying it times the
- * kernels without the host's launch overhead between them (which would dominate kernels of a few
+ * microseconds on an H100), the warm-up (launches lasting about warmup_us) and, for a graph run,
+ * the sample's launches captured once into a graph, so that replaying it times the kernels
+ * without the host's launch overhead between them (which would dominate kernels of a few
  * microseconds). Copies run as plain launches: a graph would hand them to the copy engines rather
  * than the path a stream's cudaMemcpyAsync takes. */
 template <typename Run>
@@ -406,8 +364,6 @@ cudaError_t enqueue_setup(Run &run, timing &t, precision p, double bytes_per_lau
     t.flush = !sample_evicts_itself(t.per, bytes_per_launch);
     if (t.flush)
         t.per = std::min(t.per, nsets);
-    t.groups = t.flush ? std::max(1, std::min({nsets / t.per, p.samples, max_groups})) : 1;
-    t.group = t.groups - 1; /* the first sample starts a cycle */
     cudaError_t e = cudaSuccess;
     const int warm = (int)std::min(4096.0, ceil(warmup_us / each));
     if (warm > 0) {
@@ -417,32 +373,44 @@ cudaError_t enqueue_setup(Run &run, timing &t, precision p, double bytes_per_lau
         if (e == cudaSuccess)
             e = span_mark(t.warm, true);
     }
-    return e == cudaSuccess && t.graph ? build_graph(run, t, 0) : e;
+    if (e != cudaSuccess || !t.graph)
+        return e;
+    double t0 = now_s();
+    cudaGraph_t graph = nullptr;
+    e = cudaStreamBeginCapture(capture_stream, cudaStreamCaptureModeRelaxed);
+    if (e != cudaSuccess)
+        return e;
+    for (int i = 0; i < t.per && e == cudaSuccess; i++)
+        e = run(i % nsets, capture_stream);
+    cudaError_t end = cudaStreamEndCapture(capture_stream, &graph);
+    if (e == cudaSuccess)
+        e = end;
+    if (e == cudaSuccess)
+        e = cudaGraphInstantiate(&t.exec, graph, 0);
+    if (graph)
+        cudaGraphDestroy(graph);
+    if (e == cudaSuccess)
+        e = cudaGraphUpload(t.exec, stream);
+    spent.graph += now_s() - t0;
+    return e;
 }
 
-/* A sample: the next group of the cycle when the run's last sample came right before it (no span
- * since), else the first, after a flush where it needs one; the group's graph built first if no
- * sample has used it yet. */
 template <typename Run> cudaError_t enqueue_sample(Run &run, timing &t)
 {
     cudaError_t e = cudaSuccess;
-    t.group = t.group + 1 < t.groups && t.last_mark == marks ? t.group + 1 : 0;
-    if (t.flush && t.group == 0) {
+    if (t.flush) {
         e = flush_l2();
         spent.flush += flush_us * 1e-6;
     }
-    if (e == cudaSuccess && t.graph && !t.exec[t.group])
-        e = build_graph(run, t, t.group);
     span s;
     if (e == cudaSuccess)
         e = span_mark(s, false);
     if (e == cudaSuccess && t.graph)
-        e = cudaGraphLaunch(t.exec[t.group], stream);
+        e = cudaGraphLaunch(t.exec, stream);
     for (int i = 0; e == cudaSuccess && !t.graph && i < t.per; i++)
-        e = run((t.group * t.per + i) % nsets, stream);
+        e = run(i % nsets, stream);
     if (e == cudaSuccess)
         e = span_mark(s, true);
-    t.last_mark = marks;
     t.samples.push_back(s);
     return e;
 }
@@ -457,7 +425,7 @@ void count_probe_as_sample(timing &t)
     }
 }
 
-/* After the wait: the median and spread of the samples; the graphs are retired. */
+/* After the wait: the median and spread of the samples. */
 measurement finish(timing &t)
 {
     std::vector<double> us;
@@ -471,8 +439,7 @@ measurement finish(timing &t)
         spent.probe -= span_us(t.probe) * 1e-6;
     }
     spent.warmup += span_us(t.warm) * 1e-6;
-    for (cudaGraphExec_t &exec : t.exec)
-        retire(exec);
+    drop_graph(t);
     return summarize(us);
 }
 
@@ -518,6 +485,8 @@ cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, preci
         for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++)
             e = enqueue_sample(runs[r], t[r]);
     gates.finish();
+    for (timing &x : t)
+        drop_graph(x);
     if (e == cudaSuccess)
         e = wait_all();
     out.clear();
@@ -728,8 +697,9 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
         for (int r = first; r < last && e == cudaSuccess; r++)
             e = enqueue_sample(run, x.t);
         fail_alone(x, "timing", &e);
-        const double sample_us =
-            x.t.per * span_us(x.t.probe) + (x.t.flush ? flush_us / x.t.groups : 0);
+        if (!cut)
+            drop_graph(x.t);
+        const double sample_us = x.t.per * span_us(x.t.probe) + (x.t.flush ? flush_us : 0);
         if (e == cudaSuccess)
             e = gates.pass((last - first) * sample_us);
     }
@@ -746,12 +716,15 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
         e = gates.start();
         for (size_t i = 0; i < n && e == cudaSuccess; i++) {
             trial &x = ts[i];
-            if (!x.ok() || first_us(x) > opt.screen_cut * best_us)
+            if (!x.ok() || first_us(x) > opt.screen_cut * best_us) {
+                drop_graph(x.t);
                 continue;
+            }
             launch_run run{x.instance};
             for (int r = 1; r < p.samples && e == cudaSuccess; r++)
                 e = enqueue_sample(run, x.t);
             fail_alone(x, "timing", &e);
+            drop_graph(x.t);
         }
         gates.finish();
         if (e == cudaSuccess)
@@ -761,8 +734,7 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
         if (ts[i].ok())
             ts[i].m = finish(ts[i].t);
         else
-            for (cudaGraphExec_t &exec : ts[i].t.exec)
-                retire(exec);
+            drop_graph(ts[i].t);
     }
     return e;
 }
@@ -1086,7 +1058,7 @@ int main(int argc, char **argv)
     reply("H %d %d %d %d %zu %d %d.%d %d.%d %s\n", p.multiProcessorCount, cc,
           cc == 90 && KTUNE_SM90A, p.maxThreadsPerBlock, p.sharedMemPerBlockOptin, p.l2CacheSize, driver / 1000,
           (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10, p.name);
-    char line[8192];
+    char line[16384];
     while (fgets(line, sizeof line, stdin)) {
         char *save = NULL;
         char *cmd = strtok_r(line, " \n", &save);
