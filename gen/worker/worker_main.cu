@@ -237,12 +237,44 @@ double span_us(const span &s)
     return ms * 1000.0;
 }
 
+/* Graphs whose last sample is enqueued, each with the pool index of the event that ends that
+ * sample (-1: none), or known to have run (after a wait). A graph is destroyed once it has run,
+ * while the GPU runs later work: destroying graphs still to run slowed the samples enqueued after
+ * them (a fifth of an exhaustive softmax sweep's configs by more than 8%, on an H100), and
+ * graphs kept alive until the next wait made instantiating others slower (a graph of 256
+ * launches took 0.54 ms to instantiate with no other graph alive, 1.47 ms with 200). */
+struct retiring {
+    cudaGraphExec_t exec;
+    int done;
+    bool ran;
+};
+std::vector<retiring> retiring_graphs;
+
+/* Destroys the graphs that have run. */
+void reap_graphs()
+{
+    const double t0 = now_s();
+    size_t kept = 0;
+    for (const retiring &r : retiring_graphs) {
+        if (r.ran || (r.done >= 0 && cudaEventQuery(event_pool[(size_t)r.done]) == cudaSuccess))
+            cudaGraphExecDestroy(r.exec);
+        else
+            retiring_graphs[kept++] = r;
+    }
+    retiring_graphs.resize(kept);
+    spent.graph += now_s() - t0;
+}
+
 /* Everything enqueued has run: the spans can be read; then the pool is reused. */
 cudaError_t wait_all()
 {
+    reap_graphs();
     const double t0 = now_s();
     cudaError_t e = cudaStreamSynchronize(stream);
     spent.wait += now_s() - t0;
+    if (e == cudaSuccess)
+        for (retiring &r : retiring_graphs)
+            r.ran = true;
     return e;
 }
 
@@ -317,17 +349,14 @@ struct timing {
     std::vector<span> samples;
 };
 
-/* Destroys a run's graph once its last sample is enqueued: in flight, it is freed when it has
- * run. Graphs kept alive make instantiating others slower: on an H100, a graph of 256 launches
- * took 0.54 ms to instantiate with no other graph alive, 1.47 ms with 200 (kept until the next
- * wait, a window's graphs made instantiating 2.7 times as slow in an exhaustive softmax sweep). */
-void drop_graph(timing &t)
+/* Hands a run's graph to reap_graphs once its last sample is enqueued (a graph with no sample of
+ * its own, the probe its only one, waits for the next wait: its upload follows the probe). */
+void retire(timing &t)
 {
-    const double t0 = now_s();
+    const bool launched = t.samples.size() > (t.probe_is_sample ? 1u : 0u);
     if (t.exec)
-        cudaGraphExecDestroy(t.exec);
+        retiring_graphs.push_back({t.exec, launched ? t.samples.back().first + 1 : -1, false});
     t.exec = nullptr;
-    spent.graph += now_s() - t0;
 }
 
 /* The probe: one launch, timed. Enqueued behind a closed gate, it holds none of the host's launch
@@ -439,7 +468,7 @@ measurement finish(timing &t)
         spent.probe -= span_us(t.probe) * 1e-6;
     }
     spent.warmup += span_us(t.warm) * 1e-6;
-    drop_graph(t);
+    retire(t);
     return summarize(us);
 }
 
@@ -477,6 +506,7 @@ cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, preci
             e = enqueue_setup(runs[r], t[r], p, bytes_per_launch, opt.warmup_us);
         if (e == cudaSuccess)
             e = gates.pass(opt.warmup_us);
+        reap_graphs();
     }
     gates.finish();
     if (e == cudaSuccess)
@@ -486,7 +516,7 @@ cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, preci
             e = enqueue_sample(runs[r], t[r]);
     gates.finish();
     for (timing &x : t)
-        drop_graph(x);
+        retire(x);
     if (e == cudaSuccess)
         e = wait_all();
     out.clear();
@@ -698,7 +728,8 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
             e = enqueue_sample(run, x.t);
         fail_alone(x, "timing", &e);
         if (!cut)
-            drop_graph(x.t);
+            retire(x.t);
+        reap_graphs();
         const double sample_us = x.t.per * span_us(x.t.probe) + (x.t.flush ? flush_us : 0);
         if (e == cudaSuccess)
             e = gates.pass((last - first) * sample_us);
@@ -717,14 +748,15 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
         for (size_t i = 0; i < n && e == cudaSuccess; i++) {
             trial &x = ts[i];
             if (!x.ok() || first_us(x) > opt.screen_cut * best_us) {
-                drop_graph(x.t);
+                retire(x.t);
                 continue;
             }
             launch_run run{x.instance};
             for (int r = 1; r < p.samples && e == cudaSuccess; r++)
                 e = enqueue_sample(run, x.t);
             fail_alone(x, "timing", &e);
-            drop_graph(x.t);
+            retire(x.t);
+            reap_graphs();
         }
         gates.finish();
         if (e == cudaSuccess)
@@ -734,7 +766,7 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
         if (ts[i].ok())
             ts[i].m = finish(ts[i].t);
         else
-            drop_graph(ts[i].t);
+            retire(ts[i].t);
     }
     return e;
 }
@@ -1056,8 +1088,8 @@ int main(int argc, char **argv)
     flush_us = time_flush();
     const int cc = p.major * 10 + p.minor;
     reply("H %d %d %d %d %zu %d %d.%d %d.%d %s\n", p.multiProcessorCount, cc,
-          cc == 90 && KTUNE_SM90A, p.maxThreadsPerBlock, p.sharedMemPerBlockOptin, p.l2CacheSize, driver / 1000,
-          (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10, p.name);
+          cc == 90 && KTUNE_SM90A, p.maxThreadsPerBlock, p.sharedMemPerBlockOptin, p.l2CacheSize,
+          driver / 1000, (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10, p.name);
     char line[16384];
     while (fgets(line, sizeof line, stdin)) {
         char *save = NULL;
