@@ -356,6 +356,20 @@ static int pick_add(final_pick *picks, int *n, int c, const trial *row, int reme
     return i;
 }
 
+/* The configs that the final round of key re-measures whatever their first times: [0] the
+ * default, [1] the committed one (-1: none). */
+static void final_fixed(const ktune_space *s, const ktune_registry *committed_reg,
+                        const int64_t *key, const int64_t *limits, int fixed[2])
+{
+    fixed[0] = ktune_space_default_for(s, key, limits);
+    fixed[1] = -1;
+    if (committed_reg) {
+        int e = ktune_registry_find(committed_reg, s, key);
+        if (e >= 0)
+            fixed[1] = ktune_space_find_config(s, committed_reg->entries[e].config);
+    }
+}
+
 /* The end of a shape, a block of final.csv: the fastest config by its first time, and those within
  * final_margin of it or KTUNE_NOISE_FLOOR_US, whichever is wider (at most `top` in all), the
  * default and the committed config are re-measured interleaved; the fastest of every other variant
@@ -403,13 +417,9 @@ static int final_round(const ktune_sweep_opts *o, const ktune_registry *committe
         if (best >= 0)
             pick_add(picks, &n, best, row, row[best].us <= within);
     }
-    int def = ktune_space_default_for(s, key, limits);
-    int committed = -1;
-    if (committed_reg) {
-        int e = ktune_registry_find(committed_reg, s, key);
-        if (e >= 0)
-            committed = ktune_space_find_config(s, committed_reg->entries[e].config);
-    }
+    int fixed[2];
+    final_fixed(s, committed_reg, key, limits, fixed);
+    const int def = fixed[0], committed = fixed[1];
     if (def >= 0 && row[def].status == ST_OK)
         picks[pick_add(picks, &n, def, row, 1)].is_default = 1;
     if (committed >= 0 && row[committed].status == ST_OK)
@@ -574,11 +584,12 @@ static int measure_one(const ktune_sweep_opts *o, ktune_worker *w, const int64_t
 }
 
 /* Configs cs[0..n) of key, measured by one X request (a window of the screen: fewer waits on the
- * GPU, one answer; best_us, the shape's fastest so far or 0, sets where the screen cuts), then by
- * T each config the window did not settle: every one when the worker crashed, hung or lost its
- * context, else those not ok, whose details only T gives. */
+ * GPU, one answer; best_us, the shape's fastest so far or 0, sets where the screen cuts; the
+ * configs of `fixed` marked for the final round), then by T each config the window did not
+ * settle: every one when the worker crashed, hung or lost its context, else those not ok, whose
+ * details only T gives. */
 static int measure_window(const ktune_sweep_opts *o, ktune_worker *w, const int64_t *key,
-                          const int *cs, int n, double best_us, trial *row,
+                          const int *cs, int n, double best_us, const int fixed[2], trial *row,
                           char (*details)[1024], int *samples, int *interrupted, ktune_err *err)
 {
     const ktune_space *s = o->space;
@@ -593,7 +604,8 @@ static int measure_window(const ktune_sweep_opts *o, ktune_worker *w, const int6
         }
         for (int i = 0; i < n; i++) {
             len = (int)strlen(line);
-            snprintf(line + len, sizeof line - (size_t)len, " %s", s->configs[cs[i]].name);
+            snprintf(line + len, sizeof line - (size_t)len, " %s%s",
+                     cs[i] == fixed[0] || cs[i] == fixed[1] ? "+" : "", s->configs[cs[i]].name);
         }
         ktune_reply_kind kind;
         if (ktune_worker_request(w, line, o->config_timeout_s * (1 + n / 8.0), reply,
@@ -730,7 +742,8 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
         trial *row = &trials[(size_t)si * (size_t)s->nconfigs];
         char keytext[256];
         ktune_space_key_format(s, key, keytext, sizeof keytext);
-        int best = -1, since_best = 0, shape_measured = 0;
+        int best = -1, since_best = 0, shape_measured = 0, fixed[2];
+        final_fixed(s, committed, key, limits, fixed);
         config_order(o, si, order);
         int oi = 0;
         while (oi < s->nconfigs && !interrupted) {
@@ -761,7 +774,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
             char details[KTUNE_SCREEN_BATCH][1024];
             int samples[KTUNE_SCREEN_BATCH];
             if (measure_window(o, &w, key, todo_configs, ntodo, best >= 0 ? row[best].us : 0,
-                               row, details, samples, &interrupted, err))
+                               fixed, row, details, samples, &interrupted, err))
                 goto cleanup;
             if (interrupted)
                 break;

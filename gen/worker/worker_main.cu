@@ -7,7 +7,8 @@
  *                                       failed, invalid), time, spread and samples a config; the
  *                                       details of those not ok come from T. With --screen-cut,
  *                                       a config far behind the fastest (the window's, or @us,
- *                                       the shape's so far) stops after one sample
+ *                                       the shape's so far) stops after one sample. A config
+ *                                       written +<config> is one the M to come will time
  *   M <id> <key...> <config>...         time several configurations interleaved (A B C A B C ...)
  *   B <id> <key...> <tuned> <default>   bench: tuned, default, a copy of the same bytes, the copy
  *                                       ceiling (GB/s), the bytes one launch moves, and (0 where
@@ -278,6 +279,56 @@ cudaError_t wait_all()
     return e;
 }
 
+/* The graphs of the current key's fastest screened configs, where the screen's samples last as
+ * long as the precise ones (an exhaustive search), for the final round to time as they are: no
+ * probe, and no graph built while the GPU waits (building them again kept the GPU waiting 0.5 s
+ * of an exhaustive softmax sweep's 20 s on an H100). The screen holds a config's graph until its
+ * first sample has run, then while that sample is within hold_margin of the key's fastest (the
+ * max_held fastest at most: live graphs make instantiating others slower); after the screen's
+ * wait, the max_kept fastest by median stay, with the pinned ones (those the request marks, the
+ * final round's whatever their times: the default and the committed config). */
+struct kept_run {
+    int instance, per;
+    bool flush, pinned;
+    cudaGraphExec_t exec;
+    double us, probe_us; /* the median a launch; the probe (a launch on its own) */
+};
+std::vector<kept_run> kept;
+constexpr size_t max_kept = 8, max_held = 12;
+constexpr double hold_margin = 1.15;
+double fastest_us = INFINITY; /* the fastest first sample of the current key, a launch */
+
+/* Hands a kept graph to reap_graphs (it has run: a request ends with a wait). */
+void kept_drop(size_t i)
+{
+    retiring_graphs.push_back({kept[i].exec, -1, true});
+    kept.erase(kept.begin() + (long)i);
+}
+
+/* Keeps a run's graph (after the wait that timed it), in place of the same config's, then drops
+ * the slowest of those not pinned beyond max_kept. */
+void kept_add(const kept_run &k)
+{
+    for (size_t i = 0; i < kept.size(); i++)
+        if (kept[i].instance == k.instance)
+            kept_drop(i--);
+    kept.push_back(k);
+    std::sort(kept.begin(), kept.end(),
+              [](const kept_run &a, const kept_run &b) { return a.us < b.us; });
+    size_t unpinned = 0;
+    for (size_t i = 0; i < kept.size(); i++)
+        if (!kept[i].pinned && ++unpinned > max_kept)
+            kept_drop(i--);
+}
+
+/* The inputs change: the graphs launch on the old ones. */
+void kept_clear()
+{
+    while (!kept.empty())
+        kept_drop(kept.size() - 1);
+    fastest_us = INFINITY;
+}
+
 /* Reads n 16-byte words of p into L2 (not L1); sink is written only if their XOR is a value no
  * flush buffer of zeros can have, so that the reads are not optimized away. */
 __global__ void flush_kernel(const uint4 *p, size_t n, unsigned *sink)
@@ -346,6 +397,7 @@ struct timing {
     int per = 1;
     bool flush = true, graph = true, probe_is_sample = false;
     cudaGraphExec_t exec = nullptr;
+    double each_us = 0; /* the probe's time, where a kept graph stands for the probe */
     std::vector<span> samples;
 };
 
@@ -372,6 +424,21 @@ template <typename Run> cudaError_t enqueue_probe(Run &run, timing &t)
     return e;
 }
 
+/* Launches lasting about warmup_us, `each` long. */
+template <typename Run>
+cudaError_t enqueue_warmup(Run &run, timing &t, double each, double warmup_us)
+{
+    const int warm = (int)std::min(4096.0, ceil(warmup_us / each));
+    if (warm <= 0)
+        return cudaSuccess;
+    cudaError_t e = span_mark(t.warm, false);
+    for (int i = 0; i < warm && e == cudaSuccess; i++)
+        e = run(i % nsets, stream);
+    if (e == cudaSuccess)
+        e = span_mark(t.warm, true);
+    return e;
+}
+
 /* After the probe was read: the launches of a sample (enough to last min_sample_us; whole rounds
  * of the input sets when there are more launches than sets, so that every set is as long out of
  * use as the others; one round at most when the sample needs a flush, whose launches then all
@@ -393,15 +460,7 @@ cudaError_t enqueue_setup(Run &run, timing &t, precision p, double bytes_per_lau
     t.flush = !sample_evicts_itself(t.per, bytes_per_launch);
     if (t.flush)
         t.per = std::min(t.per, nsets);
-    cudaError_t e = cudaSuccess;
-    const int warm = (int)std::min(4096.0, ceil(warmup_us / each));
-    if (warm > 0) {
-        e = span_mark(t.warm, false);
-        for (int i = 0; i < warm && e == cudaSuccess; i++)
-            e = run(i % nsets, stream);
-        if (e == cudaSuccess)
-            e = span_mark(t.warm, true);
-    }
+    cudaError_t e = enqueue_warmup(run, t, each, warmup_us);
     if (e != cudaSuccess || !t.graph)
         return e;
     double t0 = now_s();
@@ -481,10 +540,33 @@ cudaError_t event_wait(int index)
     return e;
 }
 
-/* Interleaved measurement of several runs: probes; the warm-ups and graphs of each run as soon
- * as its probe has run (the host builds one run's graph while the GPU warms the one before up),
- * in pieces behind pipelined gates; then rounds of one sample of every run (A B C A B C ...)
- * behind one gate; one wait. */
+struct launch_run {
+    int instance;
+    cudaError_t operator()(int set, cudaStream_t s) const { return fam.launch(instance, set, s); }
+};
+
+/* Takes a config's kept graph for a run of precise samples (none for runs of other kinds). */
+template <typename Run> bool take_kept(const Run &, timing &, precision) { return false; }
+bool take_kept(const launch_run &run, timing &t, precision p)
+{
+    for (size_t i = 0; i < kept.size(); i++) {
+        const kept_run &k = kept[i];
+        if (k.instance != run.instance || p.min_sample_us != opt.precise.min_sample_us)
+            continue;
+        t.per = k.per;
+        t.flush = k.flush;
+        t.exec = k.exec;
+        t.each_us = k.probe_us;
+        kept.erase(kept.begin() + (long)i);
+        return true;
+    }
+    return false;
+}
+
+/* Interleaved measurement of several runs: probes of those with no kept graph; the warm-ups and
+ * graphs of each run as soon as its probe has run (the host builds one run's graph while the GPU
+ * warms the one before up), in pieces behind pipelined gates; then rounds of one sample of every
+ * run (A B C A B C ...) behind one gate; one wait. */
 template <typename Run>
 cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, precision p,
                     double bytes_per_launch, bool graph = true)
@@ -495,18 +577,22 @@ cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, preci
     cudaError_t e = gates.start();
     for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++) {
         t[r].graph = graph;
-        e = enqueue_probe(runs[r], t[r]);
+        if (!graph || !take_kept(runs[r], t[r], p))
+            e = enqueue_probe(runs[r], t[r]);
     }
     gates.finish();
     if (e == cudaSuccess)
         e = gates.start();
     for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++) {
-        e = event_wait(t[r].probe.first + 1); /* the probe has run */
-        if (e == cudaSuccess)
-            e = enqueue_setup(runs[r], t[r], p, bytes_per_launch, opt.warmup_us);
+        if (t[r].exec) {
+            e = enqueue_warmup(runs[r], t[r], t[r].each_us, opt.warmup_us);
+        } else {
+            e = event_wait(t[r].probe.first + 1); /* the probe has run */
+            if (e == cudaSuccess)
+                e = enqueue_setup(runs[r], t[r], p, bytes_per_launch, opt.warmup_us);
+        }
         if (e == cudaSuccess)
             e = gates.pass(opt.warmup_us);
-        reap_graphs();
     }
     gates.finish();
     if (e == cudaSuccess)
@@ -515,6 +601,7 @@ cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, preci
         for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++)
             e = enqueue_sample(runs[r], t[r]);
     gates.finish();
+    reap_graphs(); /* while the GPU runs the samples, not while it waits at a gate */
     for (timing &x : t)
         retire(x);
     if (e == cudaSuccess)
@@ -524,11 +611,6 @@ cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, preci
         out.push_back(finish(x));
     return e;
 }
-
-struct launch_run {
-    int instance;
-    cudaError_t operator()(int set, cudaStream_t s) const { return fam.launch(instance, set, s); }
-};
 
 struct copy_run {
     cudaError_t operator()(int set, cudaStream_t s) const { return fam.copy(set, s); }
@@ -561,6 +643,7 @@ bool use_key(long id, const int64_t *key)
 {
     if (have_key && memcmp(key, current_key, sizeof current_key) == 0)
         return true;
+    kept_clear();
     if (have_key)
         fam.release();
     have_key = 0;
@@ -592,6 +675,7 @@ struct trial {
     span checked;
     int64_t rows = 0, cols = 0;
     timing t;
+    bool pinned = false; /* its graph kept for the final round whatever its time */
     measurement m;
     bool ok() const { return instance >= 0 && strcmp(status, "ok") == 0; }
 };
@@ -705,6 +789,38 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
         p.min_sample_us = opt.screen.min_sample_us;
     const bool cut = opt.screen_cut > 0 && p.samples > 1;
     const size_t n = ts.size();
+    auto first_us = [](const trial &x) { return span_us(x.t.samples[0]) / x.t.per; };
+    /* Configs whose last sample is enqueued: retired, or pending for `kept` (where the final
+     * round can use their graphs) until their first sample has run (all: after the wait), then
+     * held or retired. */
+    const bool keep = p.min_sample_us == opt.precise.min_sample_us;
+    std::vector<trial *> pending, held;
+    auto done = [&](trial &x) {
+        if (keep && x.ok() && x.t.exec && !x.t.samples.empty() && !x.pinned)
+            pending.push_back(&x);
+        else if (!keep || !x.ok() || !x.pinned)
+            retire(x.t);
+    };
+    auto settle = [&](bool all) {
+        size_t left = 0;
+        for (trial *x : pending) {
+            const int end = x->t.samples[0].first + 1;
+            if (!all && cudaEventQuery(event_pool[(size_t)end]) != cudaSuccess) {
+                pending[left++] = x;
+                continue;
+            }
+            fastest_us = std::min(fastest_us, first_us(*x));
+            held.push_back(x);
+        }
+        pending.resize(left);
+        std::sort(held.begin(), held.end(),
+                  [&](trial *a, trial *b) { return first_us(*a) < first_us(*b); });
+        while (!held.empty() && (held.size() > max_held ||
+                                 first_us(*held.back()) > hold_margin * fastest_us)) {
+            retire(held.back()->t);
+            held.pop_back();
+        }
+    };
     span checks;
     cudaError_t e = check_enqueue(ts, checks);
     if (e != cudaSuccess)
@@ -728,11 +844,12 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
             e = enqueue_sample(run, x.t);
         fail_alone(x, "timing", &e);
         if (!cut)
-            retire(x.t);
-        reap_graphs();
+            done(x);
+        settle(false);
         const double sample_us = x.t.per * span_us(x.t.probe) + (x.t.flush ? flush_us : 0);
         if (e == cudaSuccess)
             e = gates.pass((last - first) * sample_us);
+        reap_graphs();
     }
     gates.finish();
     if (e == cudaSuccess)
@@ -740,7 +857,6 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
     if (e == cudaSuccess)
         count_checks(checks);
     if (e == cudaSuccess && cut) {
-        auto first_us = [](const trial &x) { return span_us(x.t.samples[0]) / x.t.per; };
         for (const trial &x : ts)
             if (x.ok())
                 best_us = std::min(best_us, first_us(x));
@@ -755,18 +871,29 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
             for (int r = 1; r < p.samples && e == cudaSuccess; r++)
                 e = enqueue_sample(run, x.t);
             fail_alone(x, "timing", &e);
-            retire(x.t);
-            reap_graphs();
+            done(x);
+            settle(false);
         }
         gates.finish();
+        reap_graphs();
         if (e == cudaSuccess)
             e = wait_all();
     }
-    for (size_t i = 0; i < n; i++) {
-        if (ts[i].ok())
-            ts[i].m = finish(ts[i].t);
-        else
-            retire(ts[i].t);
+    if (e == cudaSuccess)
+        settle(true);
+    for (trial &x : ts) {
+        if (!x.ok()) {
+            retire(x.t);
+            continue;
+        }
+        const bool hold = e == cudaSuccess && x.t.exec &&
+                          (x.pinned || std::count(held.begin(), held.end(), &x) > 0);
+        const cudaGraphExec_t exec = hold ? x.t.exec : nullptr;
+        x.t.exec = hold ? nullptr : x.t.exec;
+        x.m = finish(x.t);
+        if (exec)
+            kept_add({x.instance, x.t.per, x.t.flush, x.pinned, exec, x.m.median_us,
+                      span_us(x.t.probe)});
     }
     return e;
 }
@@ -809,7 +936,8 @@ void do_screen(long id, char **save)
             return;
         }
         ts.emplace_back();
-        ts.back().instance = find_instance(tok);
+        ts.back().pinned = tok[0] == '+';
+        ts.back().instance = find_instance(tok + ts.back().pinned);
     }
     cudaError_t e = screen(ts, best_us);
     if (e != cudaSuccess)
