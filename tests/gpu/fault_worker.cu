@@ -1,6 +1,7 @@
 /* A worker family whose configs misbehave on purpose, on a real GPU: mode 0 is correct, 1 writes
- * through an illegal address, 2 never finishes, 3 computes a wrong result. The sweep must record
- * ok, failed, timeout and wrong, and go on. */
+ * through an illegal address, 2 never finishes, 3 computes a wrong result, 4 writes half of the
+ * output (the rest must still hold the poison, not what the config checked before it wrote). The
+ * sweep must record ok, failed, timeout and wrong, and go on. */
 #include <stdio.h>
 
 #include "worker.h"
@@ -18,7 +19,7 @@ __global__ void fault_kernel(float *y, int64_t n, int mode, volatile int *spin)
     if (mode == 2)
         while (*spin == 0) {
         }
-    if (i < n)
+    if (i < (mode == 4 ? n / 2 : n))
         y[i] = mode == 3 && i == n / 2 ? 2.f : 1.f;
 }
 
@@ -29,6 +30,7 @@ const ktune_instance instances[] = {
     {"kernel_mode1", 0, {1}, nullptr},
     {"kernel_mode2", 0, {2}, nullptr},
     {"kernel_mode3", 0, {3}, nullptr},
+    {"kernel_mode4", 0, {4}, nullptr},
 };
 
 int prepare(const int64_t *key, int64_t, cudaError_t *error)
@@ -94,5 +96,5 @@ void release()
 } // namespace
 
 const ktune_worker_family ktune_worker_family_def = {
-    "faults", 1, instances, 4, prepare, launch, check_poison, check_compare, copy, bytes, release,
+    "faults", 1, instances, 5, prepare, launch, check_poison, check_compare, copy, bytes, release,
     nullptr, nullptr, nullptr, nullptr};
