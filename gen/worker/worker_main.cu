@@ -285,12 +285,14 @@ cudaError_t wait_all()
 
 /* The graphs of the current key's fastest screened configs, where the screen's samples last as
  * long as the precise ones (an exhaustive search), for the final round to time as they are: no
- * probe, and no graph built while the GPU waits (building them again kept the GPU waiting 0.5 s
- * of an exhaustive softmax sweep's 20 s on an H100). The screen holds a config's graph until its
- * first sample has run, then while that sample is within hold_margin of the key's fastest (the
- * max_held fastest at most: live graphs make instantiating others slower); after the screen's
- * wait, the max_kept fastest by median stay, with the pinned ones (those the request marks, the
- * final round's whatever their times: the default and the committed config). */
+ * probe, and no graph built while the GPU waits (in an exhaustive softmax sweep of 20 s on an
+ * H100, 673 of the final rounds' 692 runs found their graph kept, and the rounds' time beyond
+ * their samples and warm-ups went from 0.52 to 0.14 s, with the destroys moved out of the gates'
+ * waits). The screen holds a config's graph until its first sample has run, then while that
+ * sample is within hold_margin of the key's fastest (the max_held fastest at most: live graphs
+ * make instantiating others slower); after the screen's wait, the max_kept fastest by median
+ * stay, with the pinned ones (those the request marks, the final round's whatever their times:
+ * the default and the committed config). */
 struct kept_run {
     int instance, per;
     bool flush, pinned;
