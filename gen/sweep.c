@@ -375,11 +375,10 @@ static void final_fixed(const ktune_space *s, const ktune_registry *committed_re
  * default and the committed config are re-measured interleaved; the fastest of every other variant
  * joins the block for the runner-ups (re-measured too when within the margin), ranked after the
  * re-measured ones with its first time. The winner is the fastest re-measured config, ties going
- * to the first declared. */
-static int final_round(const ktune_sweep_opts *o, const ktune_registry *committed_reg,
-                       ktune_worker *w, const int64_t *key, const trial *row,
-                       const int64_t *limits, FILE *final, ktune_syncer *syncer, int *interrupted,
-                       ktune_err *err)
+ * to the first declared. fixed: the default and the committed config (final_fixed). */
+static int final_round(const ktune_sweep_opts *o, ktune_worker *w, const int64_t *key,
+                       const trial *row, const int fixed[2], FILE *final, ktune_syncer *syncer,
+                       int *interrupted, ktune_err *err)
 {
     const ktune_space *s = o->space;
     final_pick picks[64];
@@ -417,8 +416,6 @@ static int final_round(const ktune_sweep_opts *o, const ktune_registry *committe
         if (best >= 0)
             pick_add(picks, &n, best, row, row[best].us <= within);
     }
-    int fixed[2];
-    final_fixed(s, committed_reg, key, limits, fixed);
     const int def = fixed[0], committed = fixed[1];
     if (def >= 0 && row[def].status == ST_OK)
         picks[pick_add(picks, &n, def, row, 1)].is_default = 1;
@@ -826,7 +823,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
         for (int i = 0; i < ndone_rows && !complete; i++)
             complete = ktune_space_key_compare(s, done_rows[i].key, key) == 0;
         if (!complete &&
-            final_round(o, committed, &w, key, row, limits, final, syncer, &interrupted, err))
+            final_round(o, &w, key, row, fixed, final, syncer, &interrupted, err))
             goto cleanup;
         if (!interrupted)
             spent_update(&w, &spent, &interrupted);

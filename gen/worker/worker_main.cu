@@ -802,9 +802,11 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
     const bool keep = p.min_sample_us == opt.precise.min_sample_us;
     std::vector<trial *> pending, held;
     auto done = [&](trial &x) {
-        if (keep && x.ok() && x.t.exec && !x.t.samples.empty() && !x.pinned)
+        if (keep && x.ok() && x.pinned)
+            return; /* kept after the wait, whatever its time */
+        if (keep && x.ok() && x.t.exec && !x.t.samples.empty())
             pending.push_back(&x);
-        else if (!keep || !x.ok() || !x.pinned)
+        else
             retire(x.t);
     };
     auto settle = [&](bool all) {
