@@ -81,4 +81,16 @@ __global__ void compare(const T *y, const float *ref, int64_t n, float atol, flo
         compare_one(y[i], ref[i], i, atol, rtol, bad);
 }
 
+/* Enqueues compare with as many blocks of 256 threads as its elements need (8 a thread), 1024 at
+ * most: a check of a small output then costs little beside its launch. */
+template <typename T>
+cudaError_t compare_launch(const T *y, const float *ref, int64_t n, float atol, float rtol,
+                           unsigned long long *bad, cudaStream_t stream)
+{
+    const int64_t per_block = 8 * 256, want = (n + per_block - 1) / per_block;
+    const unsigned blocks = (unsigned)(want < 1 ? 1 : want > 1024 ? 1024 : want);
+    compare<T><<<blocks, 256, 0, stream>>>(y, ref, n, atol, rtol, bad);
+    return cudaGetLastError();
+}
+
 } // namespace ktune_worker_check

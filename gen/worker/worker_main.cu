@@ -82,7 +82,7 @@ int flush_blocks;
  * and their starting values. */
 constexpr int max_screen = 128;
 unsigned long long *check_counters, check_counters_init[2 * max_screen];
-unsigned long long *check_counters_host; /* pinned: a config's copied there after its compare */
+unsigned long long *check_counters_host; /* pinned: copied there in groups (check_enqueue) */
 size_t flush_bytes;
 double flush_us; /* one flush's time, measured at start */
 int64_t l2_bytes;
@@ -161,10 +161,11 @@ constexpr double gate_piece_us = 100, gate_piece_max_us = 3200;
 struct gate_pipe {
     unsigned held = 0;
     double pending_us = 0, piece_us = gate_piece_us;
-    cudaError_t start()
+    /* first_us: the first piece's (smaller where the host is slow to enqueue it) */
+    cudaError_t start(double first_us = gate_piece_us)
     {
         pending_us = 0;
-        piece_us = gate_piece_us;
+        piece_us = first_us;
         return gate_close(&held);
     }
     /* After a piece of about us microseconds of GPU time. */
@@ -403,9 +404,15 @@ struct timing {
     int per = 1;
     bool flush = true, graph = true, probe_is_sample = false;
     cudaGraphExec_t exec = nullptr;
-    double each_us = 0; /* the probe's time, where a kept graph stands for the probe */
+    double each_us = 0; /* a launch: the probe's time (the kept probe's, for a kept graph) */
     std::vector<span> samples;
 };
+
+/* The GPU time of one of t's samples, by the probe, for the gates. */
+double sample_estimate_us(const timing &t)
+{
+    return t.per * t.each_us + (t.flush ? flush_us : 0);
+}
 
 /* Hands a run's graph to reap_graphs once its last sample is enqueued (a graph with no sample of
  * its own, the probe its only one, waits for the next wait: its upload follows the probe). */
@@ -460,6 +467,7 @@ cudaError_t enqueue_setup(Run &run, timing &t, precision p, double bytes_per_lau
                           double warmup_us)
 {
     const double each = std::max(span_us(t.probe), 0.01);
+    t.each_us = each;
     t.per = (int)std::min(4096.0, std::max(1.0, ceil(p.min_sample_us / each)));
     if (t.per > nsets)
         t.per = (t.per + nsets - 1) / nsets * nsets;
@@ -571,8 +579,9 @@ bool take_kept(const launch_run &run, timing &t, precision p)
 
 /* Interleaved measurement of several runs: probes of those with no kept graph; the warm-ups and
  * graphs of each run as soon as its probe has run (the host builds one run's graph while the GPU
- * warms the one before up), in pieces behind pipelined gates; then rounds of one sample of every
- * run (A B C A B C ...) behind one gate; one wait. */
+ * warms the one before up), then rounds of one sample of every run (A B C A B C ...), in pieces
+ * behind pipelined gates (the rounds behind one gate of their own held the GPU while the host
+ * enqueued all of them); one wait. */
 template <typename Run>
 cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, precision p,
                     double bytes_per_launch, bool graph = true)
@@ -600,12 +609,12 @@ cudaError_t measure(std::vector<Run> &runs, std::vector<measurement> &out, preci
         if (e == cudaSuccess)
             e = gates.pass(opt.warmup_us);
     }
-    gates.finish();
-    if (e == cudaSuccess)
-        e = gates.start();
     for (int s = 0; s < p.samples && e == cudaSuccess; s++)
-        for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++)
+        for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++) {
             e = enqueue_sample(runs[r], t[r]);
+            if (e == cudaSuccess)
+                e = gates.pass(sample_estimate_us(t[r]));
+        }
     gates.finish();
     reap_graphs(); /* while the GPU runs the samples, not while it waits at a gate */
     for (timing &x : t)
@@ -622,12 +631,23 @@ struct copy_run {
     cudaError_t operator()(int set, cudaStream_t s) const { return fam.copy(set, s); }
 };
 
+/* The instances in the order of their names, for find_instance: a window of 128 configs looked
+ * up one by one among a few hundred took about 0.1 ms, while the GPU waited for the request. */
+std::vector<int> by_name;
+
 int find_instance(const char *name)
 {
-    for (int i = 0; i < fam.ninstances; i++)
-        if (strcmp(fam.instances[i].name, name) == 0)
-            return i;
-    return -1;
+    if (by_name.empty()) {
+        for (int i = 0; i < fam.ninstances; i++)
+            by_name.push_back(i);
+        std::sort(by_name.begin(), by_name.end(), [](int a, int b) {
+            return strcmp(fam.instances[a].name, fam.instances[b].name) < 0;
+        });
+    }
+    auto at = std::lower_bound(by_name.begin(), by_name.end(), name, [](int i, const char *n) {
+        return strcmp(fam.instances[i].name, n) < 0;
+    });
+    return at != by_name.end() && strcmp(fam.instances[*at].name, name) == 0 ? *at : -1;
 }
 
 /* Parses nkey integers. */
@@ -699,43 +719,58 @@ void fail_alone(trial &x, const char *what, cudaError_t *e)
 
 /* Enqueues the checks of configs (those of ts with an instance), in pieces behind pipelined
  * gates, waiting for none: each poisons the output, runs the config on set 0 (timed: the config's
- * probe), compares and copies its counters to the host. `all` spans them. A config whose launch
- * fails where the context survives is failed alone; an error that loses the context is
- * returned. check_result then reads a config's outcome as soon as its own check has run. */
+ * probe) and compares. The counters go to the host in groups of consecutive configs, one copy a
+ * group, the first of one config, each twice as long as the last up to max_check_group (in a
+ * trace of an exhaustive softmax sweep on an H100, a copy a check and the GPU's idle time around
+ * it took 12.8 us a check). `all` spans them. A config whose launch fails where the
+ * context survives is failed alone; an error that loses the context is returned. check_result
+ * then reads a config's outcome as soon as its group's copy has run. */
+constexpr size_t max_check_group = 16;
+/* A check's GPU time for the gates, which is not known before its probe: a piece of
+ * gate_piece_us holds 8. */
+constexpr double check_gate_us = gate_piece_us / 8;
+
 cudaError_t check_enqueue(std::vector<trial> &ts, span &all)
 {
     events_used = 0;
     const size_t n = ts.size();
     gate_pipe gates;
     cudaError_t e = n <= (size_t)max_screen ? cudaSuccess : cudaErrorInvalidValue;
-    if (e == cudaSuccess)
-        e = gates.start();
+    if (e == cudaSuccess) /* the first piece one check: the host enqueues it in microseconds */
+        e = gates.start(check_gate_us);
     if (e == cudaSuccess)
         e = span_mark(all, false);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(check_counters, check_counters_init, sizeof check_counters_init,
                             cudaMemcpyHostToDevice, stream);
+    size_t group = 0, group_size = 1; /* the first config whose counters are not copied yet */
     for (size_t i = 0; i < n && e == cudaSuccess; i++) {
         trial &x = ts[i];
-        if (x.instance < 0)
-            continue;
-        e = fam.poison(stream);
-        if (e == cudaSuccess)
-            e = span_mark(x.t.probe, false);
-        if (e == cudaSuccess)
-            e = fam.launch(x.instance, 0, stream);
-        if (e == cudaSuccess)
-            e = span_mark(x.t.probe, true);
-        if (e == cudaSuccess)
-            e = fam.compare(stream, check_counters + 2 * i, &x.rows, &x.cols);
-        if (e == cudaSuccess)
-            e = cudaMemcpyAsync(check_counters_host + 2 * i, check_counters + 2 * i,
-                                2 * sizeof *check_counters, cudaMemcpyDeviceToHost, stream);
-        if (e == cudaSuccess)
-            e = span_mark(x.checked, false);
-        fail_alone(x, "check", &e);
-        if (e == cudaSuccess) /* a check's time is not known before its probe: a gate every 8 */
-            e = gates.pass(gate_piece_us / 8);
+        if (x.instance >= 0) {
+            e = fam.poison(stream);
+            if (e == cudaSuccess)
+                e = span_mark(x.t.probe, false);
+            if (e == cudaSuccess)
+                e = fam.launch(x.instance, 0, stream);
+            if (e == cudaSuccess)
+                e = span_mark(x.t.probe, true);
+            if (e == cudaSuccess)
+                e = fam.compare(stream, check_counters + 2 * i, &x.rows, &x.cols);
+            fail_alone(x, "check", &e);
+        }
+        if (e == cudaSuccess && (i + 1 - group == group_size || i + 1 == n)) {
+            span copied;
+            e = cudaMemcpyAsync(check_counters_host + 2 * group, check_counters + 2 * group,
+                                2 * (i + 1 - group) * sizeof *check_counters,
+                                cudaMemcpyDeviceToHost, stream);
+            if (e == cudaSuccess)
+                e = span_mark(copied, false);
+            for (; group <= i; group++)
+                ts[group].checked = copied;
+            group_size = std::min(2 * group_size, max_check_group);
+        }
+        if (e == cudaSuccess && x.instance >= 0)
+            e = gates.pass(check_gate_us);
     }
     if (e == cudaSuccess)
         e = span_mark(all, true);
@@ -785,7 +820,7 @@ cudaError_t check_all(std::vector<trial> &ts)
  * the GPU checks the next ones), its first sample, or all of them where there is no cut, in
  * pieces behind pipelined gates; one wait. With a cut, a config whose first sample takes more
  * than screen_cut times the fastest first sample (the window's, or `best_us`, the shape's fastest
- * so far) stops there; the others' remaining samples go behind one gate, one wait. */
+ * so far) stops there; the others' remaining samples follow, behind pipelined gates; one wait. */
 cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
 {
     precision p = opt.precise;
@@ -854,9 +889,8 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
         if (!cut)
             done(x);
         settle(false);
-        const double sample_us = x.t.per * span_us(x.t.probe) + (x.t.flush ? flush_us : 0);
         if (e == cudaSuccess)
-            e = gates.pass((last - first) * sample_us);
+            e = gates.pass((last - first) * sample_estimate_us(x.t));
         reap_graphs();
     }
     gates.finish();
@@ -881,6 +915,8 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
             fail_alone(x, "timing", &e);
             done(x);
             settle(false);
+            if (e == cudaSuccess)
+                e = gates.pass((p.samples - 1) * sample_estimate_us(x.t));
         }
         gates.finish();
         reap_graphs();

@@ -62,7 +62,7 @@ template <typename T> void fill_sets(uint64_t seed)
     fill<<<grid, 256>>>((T *)st.w[0], w_elems, stride(w_elems), seed + 1);
 }
 
-using ktune_worker_check::compare;
+using ktune_worker_check::compare_launch;
 
 cudaDataType_t cuda_type(int dtype) { return dtype == KTUNE_BF16 ? CUDA_R_16BF : CUDA_R_16F; }
 
@@ -172,12 +172,10 @@ cudaError_t check_compare(cudaStream_t stream, unsigned long long *bad, int64_t 
     *cols = st.n;
     const float atol = 1e-3f * sqrtf((float)st.k);
     if (st.dtype == KTUNE_F16)
-        compare<<<1024, 256, 0, stream>>>((const __half *)st.c[0], st.ref, st.m * st.n, atol,
-                                          1.f / 512, bad);
-    else
-        compare<<<1024, 256, 0, stream>>>((const __nv_bfloat16 *)st.c[0], st.ref, st.m * st.n,
-                                          atol, 1.f / 128, bad);
-    return cudaGetLastError();
+        return compare_launch((const __half *)st.c[0], st.ref, st.m * st.n, atol, 1.f / 512, bad,
+                              stream);
+    return compare_launch((const __nv_bfloat16 *)st.c[0], st.ref, st.m * st.n, atol, 1.f / 128,
+                          bad, stream);
 }
 
 cudaError_t copy(int set, cudaStream_t stream)

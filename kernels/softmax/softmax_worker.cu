@@ -78,7 +78,7 @@ template <typename T> __global__ void reference(const T *x, float *ref, int64_t 
         rr[c] = (float)(exp((double)to_float(xr[c]) - m) / sum);
 }
 
-using ktune_worker_check::compare;
+using ktune_worker_check::compare_launch;
 
 template <typename T> struct typed {
     static void fill_all(uint64_t seed) /* the inputs lie one after another (prepare) */
@@ -88,10 +88,10 @@ template <typename T> struct typed {
         fill<T><<<grid, 256>>>((T *)st.x[0], st.rows * st.cols, stride, seed);
         reference<T><<<(unsigned)st.rows, 256>>>((const T *)st.x[0], st.ref, st.cols);
     }
-    static void compare_all(float atol, float rtol, unsigned long long *bad, cudaStream_t s)
+    static cudaError_t compare_all(float atol, float rtol, unsigned long long *bad,
+                                   cudaStream_t s)
     {
-        compare<T><<<1024, 256, 0, s>>>((const T *)st.y[0], st.ref, st.rows * st.cols, atol, rtol,
-                                         bad);
+        return compare_launch((const T *)st.y[0], st.ref, st.rows * st.cols, atol, rtol, bad, s);
     }
 };
 
@@ -156,12 +156,10 @@ cudaError_t check_compare(cudaStream_t stream, unsigned long long *bad, int64_t 
     *cols = st.cols;
     const float atol[3] = {1e-6f, 2e-5f, 1e-4f}, rtol[3] = {1e-4f, 2e-3f, 1.6e-2f};
     if (st.dtype == KTUNE_F32)
-        typed<float>::compare_all(atol[0], rtol[0], bad, stream);
-    else if (st.dtype == KTUNE_F16)
-        typed<__half>::compare_all(atol[1], rtol[1], bad, stream);
-    else
-        typed<__nv_bfloat16>::compare_all(atol[2], rtol[2], bad, stream);
-    return cudaGetLastError();
+        return typed<float>::compare_all(atol[0], rtol[0], bad, stream);
+    if (st.dtype == KTUNE_F16)
+        return typed<__half>::compare_all(atol[1], rtol[1], bad, stream);
+    return typed<__nv_bfloat16>::compare_all(atol[2], rtol[2], bad, stream);
 }
 
 cudaError_t copy(int set, cudaStream_t stream)
