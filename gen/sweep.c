@@ -145,6 +145,20 @@ static void sanitize(char *s)
 }
 
 /* Loads trials.csv into the trials table; lines that do not parse are ignored. */
+/* Writes the journal line of config ci of the shape keytext (t: what became of it), its detail
+ * sanitized into clean. */
+static void journal_trial(FILE *journal, const char *keytext, const ktune_space *s, int ci,
+                          const trial *t, int samples, const char *detail, char clean[1024])
+{
+    char line[8192];
+    snprintf(clean, 1024, "%s", detail);
+    sanitize(clean);
+    snprintf(line, sizeof line, "%s,%s,%s,%.4f,%.5f,%d,%s\n", keytext, s->configs[ci].name,
+             status_names[t->status], t->status == ST_OK ? t->us : INFINITY,
+             t->status == ST_OK ? t->spread : 0.0f, samples, clean);
+    journal_line(journal, line);
+}
+
 static void journal_load(const char *path, const ktune_space *s, trial *trials)
 {
     FILE *f = fopen(path, "r");
@@ -592,30 +606,38 @@ static int measure_one(const ktune_sweep_opts *o, ktune_worker *w, const int64_t
  * GPU, one answer; best_us, the shape's fastest so far or 0, sets where the screen cuts; the
  * configs of `fixed` marked for the final round), then by T each config the window did not
  * settle: every one when the worker crashed, hung or lost its context, else those not ok, whose
- * details only T gives. */
-static int measure_window(const ktune_sweep_opts *o, ktune_worker *w, const int64_t *key,
-                          const int *cs, int n, double best_us, const int fixed[2], trial *row,
-                          char (*details)[1024], int *samples, int *interrupted, ktune_err *err)
+ * details only T gives. window_send sends the X request (none for a single config: returns 0,
+ * else 1, or -1 on an error); window_finish takes its answer (sent: window_send's return). */
+static int window_send(const ktune_sweep_opts *o, ktune_worker *w, const int64_t *key,
+                       const int *cs, int n, double best_us, const int fixed[2], ktune_err *err)
 {
     const ktune_space *s = o->space;
+    if (n <= 1)
+        return 0;
+    char line[16384];
+    int len = snprintf(line, sizeof line, "X 0");
+    key_numbers(s, key, line + len, sizeof line - (size_t)len);
+    if (best_us > 0) {
+        len = (int)strlen(line);
+        snprintf(line + len, sizeof line - (size_t)len, " @%.4f", best_us);
+    }
+    for (int i = 0; i < n; i++) {
+        len = (int)strlen(line);
+        snprintf(line + len, sizeof line - (size_t)len, " %s%s",
+                 cs[i] == fixed[0] || cs[i] == fixed[1] ? "+" : "", s->configs[cs[i]].name);
+    }
+    return ktune_worker_send(w, line, err) ? -1 : 1;
+}
+
+static int window_finish(const ktune_sweep_opts *o, ktune_worker *w, const int64_t *key,
+                         const int *cs, int n, int sent, trial *row, char (*details)[1024],
+                         int *samples, int *interrupted, ktune_err *err)
+{
     int settled[KTUNE_SCREEN_BATCH] = {0};
-    if (n > 1) {
-        char line[16384], reply[8192];
-        int len = snprintf(line, sizeof line, "X 0");
-        key_numbers(s, key, line + len, sizeof line - (size_t)len);
-        if (best_us > 0) {
-            len = (int)strlen(line);
-            snprintf(line + len, sizeof line - (size_t)len, " @%.4f", best_us);
-        }
-        for (int i = 0; i < n; i++) {
-            len = (int)strlen(line);
-            snprintf(line + len, sizeof line - (size_t)len, " %s%s",
-                     cs[i] == fixed[0] || cs[i] == fixed[1] ? "+" : "", s->configs[cs[i]].name);
-        }
+    if (sent) {
+        char reply[8192];
         ktune_reply_kind kind;
-        if (ktune_worker_request(w, line, o->config_timeout_s * (1 + n / 8.0), reply,
-                                 sizeof reply, &kind, err))
-            return -1;
+        ktune_worker_receive(w, o->config_timeout_s * (1 + n / 8.0), reply, sizeof reply, &kind);
         if (kind == KTUNE_REPLY_INTERRUPTED) {
             *interrupted = 1;
             return 0;
@@ -785,8 +807,27 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
             }
             char details[KTUNE_SCREEN_BATCH][1024];
             int samples[KTUNE_SCREEN_BATCH];
-            if (measure_window(o, &w, key, todo_configs, ntodo, best >= 0 ? row[best].us : 0,
-                               fixed, row, details, samples, &interrupted, err))
+            const int sent = window_send(o, &w, key, todo_configs, ntodo,
+                                         best >= 0 ? row[best].us : 0, fixed, err);
+            if (sent < 0)
+                goto cleanup;
+            /* while the worker measures: the configs that constraints exclude, most of a
+             * window's, into the journal (the GPU waits for what the parent does between an
+             * answer and the next request) */
+            for (int j = oi, k = 0; j < end; j++) {
+                const int ci = order[j];
+                if (k < ntodo && todo_configs[k] == ci) {
+                    k++;
+                } else if (row[ci].status == ST_NONE) {
+                    row[ci].status = ST_INVALID;
+                    char invalid[256], clean[1024];
+                    snprintf(invalid, sizeof invalid, "constraints of %s exclude this shape",
+                             s->variants[s->configs[ci].variant].name);
+                    journal_trial(journal, keytext, s, ci, &row[ci], 0, invalid, clean);
+                }
+            }
+            if (window_finish(o, &w, key, todo_configs, ntodo, sent, row, details, samples,
+                              &interrupted, err))
                 goto cleanup;
             if (interrupted)
                 break;
@@ -796,27 +837,10 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
             for (; oi < end; oi++) {
                 int ci = order[oi];
                 trial *t = &row[ci];
-                char invalid[256];
-                const char *detail = NULL;
-                int n_samples = 0;
-                if (k < ntodo && todo_configs[k] == ci) {
-                    detail = details[k];
-                    n_samples = samples[k++];
-                } else if (t->status == ST_NONE) {
-                    t->status = ST_INVALID;
-                    snprintf(invalid, sizeof invalid, "constraints of %s exclude this shape",
-                             s->variants[s->configs[ci].variant].name);
-                    detail = invalid;
-                }
-                if (detail) { /* measured now, not found in the journal */
-                    char line[8192], clean[1024];
-                    snprintf(clean, sizeof clean, "%s", detail);
-                    sanitize(clean);
-                    snprintf(line, sizeof line, "%s,%s,%s,%.4f,%.5f,%d,%s\n", keytext,
-                             s->configs[ci].name, status_names[t->status],
-                             t->status == ST_OK ? t->us : INFINITY,
-                             t->status == ST_OK ? t->spread : 0.0f, n_samples, clean);
-                    journal_line(journal, line);
+                if (k < ntodo && todo_configs[k] == ci) { /* measured now */
+                    char clean[1024];
+                    journal_trial(journal, keytext, s, ci, t, samples[k], details[k], clean);
+                    k++;
                     if (o->verbose && t->status != ST_OK && t->status != ST_INVALID)
                         fprintf(stderr, "%sktune: %s %s: %s: %s\n", tty ? "\r\033[K" : "",
                                 keytext, s->configs[ci].name, status_names[t->status], clean);

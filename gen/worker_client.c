@@ -170,8 +170,7 @@ int ktune_worker_start(ktune_worker *w, const ktune_worker_opts *opts, ktune_err
     return spawn(w, err);
 }
 
-int ktune_worker_request(ktune_worker *w, const char *line, double timeout_s, char *reply,
-                         size_t size, ktune_reply_kind *kind, ktune_err *err)
+int ktune_worker_send(ktune_worker *w, const char *line, ktune_err *err)
 {
     if (w->pid > 0) {
         int status;
@@ -195,14 +194,22 @@ int ktune_worker_request(ktune_worker *w, const char *line, double timeout_s, ch
     int n = snprintf(msg, sizeof msg, "%s\n", line);
     if (n >= (int)sizeof msg)
         return ktune_fail(err, "request too long");
-    ssize_t sent = write(w->to_fd, msg, (size_t)n);
-    int r = sent == n ? read_line(w, timeout_s, reply, size) : 0;
+    w->sent = write(w->to_fd, msg, (size_t)n) == n;
+    w->sent_at = now_s();
+    return 0;
+}
+
+void ktune_worker_receive(ktune_worker *w, double timeout_s, char *reply, size_t size,
+                          ktune_reply_kind *kind)
+{
+    int r = w->sent ? read_line(w, w->sent_at + timeout_s - now_s(), reply, size) : 0;
+    w->sent = 0;
     if (r == 1) {
         /* the worker leaves after this answer: wait for it so the next request starts a new one */
         if (strstr(reply, "(context lost)"))
             reap(w, 0, NULL, 0);
         *kind = KTUNE_REPLY_OK;
-        return 0;
+        return;
     }
     if (r < 0) {
         reap(w, 1, NULL, 0);
@@ -213,10 +220,18 @@ int ktune_worker_request(ktune_worker *w, const char *line, double timeout_s, ch
             snprintf(reply, size, "no answer within %g s; worker killed", timeout_s);
             *kind = KTUNE_REPLY_TIMEOUT;
         }
-        return 0;
+        return;
     }
     reap(w, 0, reply, size);
     *kind = KTUNE_REPLY_CRASHED;
+}
+
+int ktune_worker_request(ktune_worker *w, const char *line, double timeout_s, char *reply,
+                         size_t size, ktune_reply_kind *kind, ktune_err *err)
+{
+    if (ktune_worker_send(w, line, err))
+        return -1;
+    ktune_worker_receive(w, timeout_s, reply, size, kind);
     return 0;
 }
 

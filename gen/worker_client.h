@@ -39,6 +39,8 @@ typedef struct {
     ktune_worker_device device;
     int restarts;
     double start_s; /* spent starting workers until their first line, in seconds */
+    int sent;       /* the last request reached the worker's pipe */
+    double sent_at; /* when (seconds, CLOCK_MONOTONIC) */
 } ktune_worker;
 
 typedef enum {
@@ -56,6 +58,11 @@ int ktune_worker_start(ktune_worker *w, const ktune_worker_opts *opts, ktune_err
 /* Sends line (without newline); restarts the worker first if it is gone. */
 int ktune_worker_request(ktune_worker *w, const char *line, double timeout_s, char *reply,
                          size_t size, ktune_reply_kind *kind, ktune_err *err);
+/* ktune_worker_request in two halves, for work to do while the worker measures: the request
+ * goes out; then its answer comes, timeout_s from the sending at most. */
+int ktune_worker_send(ktune_worker *w, const char *line, ktune_err *err);
+void ktune_worker_receive(ktune_worker *w, double timeout_s, char *reply, size_t size,
+                          ktune_reply_kind *kind);
 void ktune_worker_stop(ktune_worker *w);
 
 #endif
