@@ -527,8 +527,9 @@ void count_probe_as_sample(timing &t)
     }
 }
 
-/* After the wait: the median and spread of the samples. */
-measurement finish(timing &t)
+/* Once the last sample has run: the median and spread of the samples, and their time in the
+ * accounts. */
+measurement sample_times(timing &t)
 {
     std::vector<double> us;
     for (const span &s : t.samples) {
@@ -541,8 +542,15 @@ measurement finish(timing &t)
         spent.probe -= span_us(t.probe) * 1e-6;
     }
     spent.warmup += span_us(t.warm) * 1e-6;
-    retire(t);
     return summarize(us);
+}
+
+/* After the wait: sample_times, and the graph retired. */
+measurement finish(timing &t)
+{
+    const measurement m = sample_times(t);
+    retire(t);
+    return m;
 }
 
 /* Waits for the GPU to have run what was enqueued before event `index` of the pool. */
@@ -703,6 +711,7 @@ struct trial {
     timing t;
     bool pinned = false; /* its graph kept for the final round whatever its time */
     measurement m;
+    bool timed = false; /* m is known */
     bool ok() const { return instance >= 0 && strcmp(status, "ok") == 0; }
 };
 
@@ -864,6 +873,21 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
             held.pop_back();
         }
     };
+    /* Configs whose samples have all run are timed while the GPU runs later ones' (the spans of
+     * a window read after its wait held the GPU 0.33 ms a window of an exhaustive softmax sweep
+     * on an H100): ts[0..timed_upto) are timed or have nothing to time yet. */
+    size_t timed_upto = 0;
+    auto time_ready = [&](size_t upto) {
+        for (; timed_upto < upto; timed_upto++) {
+            trial &y = ts[timed_upto];
+            if (!y.ok() || y.t.samples.size() < (size_t)p.samples)
+                continue;
+            if (cudaEventQuery(event_pool[(size_t)y.t.samples.back().first + 1]) != cudaSuccess)
+                break;
+            y.m = sample_times(y.t);
+            y.timed = true;
+        }
+    };
     span checks;
     cudaError_t e = check_enqueue(ts, checks);
     if (e != cudaSuccess)
@@ -892,6 +916,8 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
         if (e == cudaSuccess)
             e = gates.pass((last - first) * sample_estimate_us(x.t));
         reap_graphs();
+        if (!cut)
+            time_ready(i);
     }
     gates.finish();
     if (e == cudaSuccess)
@@ -903,6 +929,7 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
             if (x.ok())
                 best_us = std::min(best_us, first_us(x));
         e = gates.start();
+        timed_upto = 0;
         for (size_t i = 0; i < n && e == cudaSuccess; i++) {
             trial &x = ts[i];
             if (!x.ok() || first_us(x) > opt.screen_cut * best_us) {
@@ -917,6 +944,7 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
             settle(false);
             if (e == cudaSuccess)
                 e = gates.pass((p.samples - 1) * sample_estimate_us(x.t));
+            time_ready(i);
         }
         gates.finish();
         reap_graphs();
@@ -932,9 +960,13 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
         }
         const bool hold = e == cudaSuccess && x.t.exec &&
                           (x.pinned || std::count(held.begin(), held.end(), &x) > 0);
+        if (!x.timed)
+            x.m = sample_times(x.t);
         const cudaGraphExec_t exec = hold ? x.t.exec : nullptr;
-        x.t.exec = hold ? nullptr : x.t.exec;
-        x.m = finish(x.t);
+        if (hold)
+            x.t.exec = nullptr;
+        else
+            retire(x.t);
         if (exec)
             kept_add({x.instance, x.t.per, x.t.flush, x.pinned, exec, x.m.median_us,
                       span_us(x.t.probe)});
