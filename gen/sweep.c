@@ -144,7 +144,6 @@ static void sanitize(char *s)
             *s = ';';
 }
 
-/* Loads trials.csv into the trials table; lines that do not parse are ignored. */
 /* Writes the journal line of config ci of the shape keytext (t: what became of it), its detail
  * sanitized into clean. */
 static void journal_trial(FILE *journal, const char *keytext, const ktune_space *s, int ci,
@@ -159,6 +158,7 @@ static void journal_trial(FILE *journal, const char *keytext, const ktune_space 
     journal_line(journal, line);
 }
 
+/* Loads trials.csv into the trials table; lines that do not parse are ignored. */
 static void journal_load(const char *path, const ktune_space *s, trial *trials)
 {
     FILE *f = fopen(path, "r");

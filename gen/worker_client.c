@@ -54,8 +54,8 @@ static int read_line(ktune_worker *w, double timeout_s, char *line, size_t size)
         if (left <= 0)
             return -1;
         /* spinning, not asleep in poll: the GPU waits from the answer until the next request,
-         * and a process that slept through a request woke tens of microseconds after the answer
-         * came (60 us on average, 370 at worst, after 20 ms on a build host) */
+         * and a process that slept through a request of 20 ms ran 75 us after the answer came
+         * on average (1.6 ms at worst), against 4 us spinning, on the H100 host */
         struct pollfd p = {w->from_fd, POLLIN, 0};
         int r = poll(&p, 1, 0);
         if (r < 0 && errno == EINTR)
