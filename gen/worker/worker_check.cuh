@@ -52,6 +52,9 @@ __device__ __forceinline__ void compare_one(T y, float want, int64_t i, float at
     }
 }
 
+/* Elements a thread of compare reads at once. */
+constexpr int compare_vector = 8;
+
 /* bad[0] += the elements with |y - ref| > atol + rtol * |ref| (NaN included); bad[1] = the
  * first of them. y and ref 32-byte aligned (cudaMalloc's and the carver's are): a thread reads 8
  * elements of each at once, in 16- or 32-byte loads (one element a load took 55 us against 45 for
@@ -61,7 +64,7 @@ template <typename T>
 __global__ void compare(const T *y, const float *ref, int64_t n, float atol, float rtol,
                         unsigned long long *bad)
 {
-    constexpr int v = 8;
+    constexpr int v = compare_vector;
     struct alignas(v * sizeof(T)) outs {
         T e[v];
     };
@@ -81,13 +84,13 @@ __global__ void compare(const T *y, const float *ref, int64_t n, float atol, flo
         compare_one(y[i], ref[i], i, atol, rtol, bad);
 }
 
-/* Enqueues compare with as many blocks of 256 threads as its elements need (8 a thread), 1024 at
- * most: a check of a small output then costs little beside its launch. */
+/* Enqueues compare with as many blocks of 256 threads as its elements need, 1024 at most: a check
+ * of a small output then costs little beside its launch. */
 template <typename T>
 cudaError_t compare_launch(const T *y, const float *ref, int64_t n, float atol, float rtol,
                            unsigned long long *bad, cudaStream_t stream)
 {
-    const int64_t per_block = 8 * 256, want = (n + per_block - 1) / per_block;
+    const int64_t per_block = compare_vector * 256, want = (n + per_block - 1) / per_block;
     const unsigned blocks = (unsigned)(want < 1 ? 1 : want > 1024 ? 1024 : want);
     compare<T><<<blocks, 256, 0, stream>>>(y, ref, n, atol, rtol, bad);
     return cudaGetLastError();

@@ -243,6 +243,9 @@ double span_us(const span &s)
     return ms * 1000.0;
 }
 
+/* Whether the GPU has run what was enqueued before event `index` of the pool (no wait). */
+bool event_done(int index) { return cudaEventQuery(event_pool[(size_t)index]) == cudaSuccess; }
+
 /* Graphs whose last sample is enqueued, each with the pool index of the event that ends that
  * sample (-1: none), or known to have run (after a wait). A graph is destroyed once it has run,
  * while the GPU runs later work: destroying graphs still to run slowed the samples enqueued after
@@ -262,7 +265,7 @@ void reap_graphs()
     const double t0 = now_s();
     size_t kept = 0;
     for (const retiring &r : retiring_graphs) {
-        if (r.ran || (r.done >= 0 && cudaEventQuery(event_pool[(size_t)r.done]) == cudaSuccess))
+        if (r.ran || (r.done >= 0 && event_done(r.done)))
             cudaGraphExecDestroy(r.exec);
         else
             retiring_graphs[kept++] = r;
@@ -298,7 +301,7 @@ struct kept_run {
     int instance, per;
     bool flush, pinned;
     cudaGraphExec_t exec;
-    double us, probe_us; /* the median a launch; the probe (a launch on its own) */
+    double us, each_us; /* the median a launch; the probe's (timing::each_us) */
 };
 std::vector<kept_run> kept;
 constexpr size_t max_kept = 8, max_held = 12;
@@ -584,7 +587,7 @@ bool take_kept(const launch_run &run, timing &t, precision p)
         t.per = k.per;
         t.flush = k.flush;
         t.exec = k.exec;
-        t.each_us = k.probe_us;
+        t.each_us = k.each_us;
         kept.erase(kept.begin() + (long)i);
         return true;
     }
@@ -862,8 +865,7 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
     auto settle = [&](bool all) {
         size_t left = 0;
         for (trial *x : pending) {
-            const int end = x->t.samples[0].first + 1;
-            if (!all && cudaEventQuery(event_pool[(size_t)end]) != cudaSuccess) {
+            if (!all && !event_done(x->t.samples[0].first + 1)) {
                 pending[left++] = x;
                 continue;
             }
@@ -888,7 +890,7 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
             trial &y = ts[timed_upto];
             if (!y.ok() || y.t.samples.size() < (size_t)p.samples)
                 continue;
-            if (cudaEventQuery(event_pool[(size_t)y.t.samples.back().first + 1]) != cudaSuccess)
+            if (!event_done(y.t.samples.back().first + 1))
                 break;
             y.m = sample_times(y.t);
             y.timed = true;
@@ -975,7 +977,7 @@ cudaError_t screen(std::vector<trial> &ts, double best_us = INFINITY)
             retire(x.t);
         if (exec)
             kept_add({x.instance, x.t.per, x.t.flush, x.pinned, exec, x.m.median_us,
-                      span_us(x.t.probe)});
+                      x.t.each_us});
     }
     return e;
 }
