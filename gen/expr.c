@@ -17,6 +17,7 @@ static const char *const op_text[] = {"", "", "-", "!", "*", "/", "%", "+", "-",
 
 struct ktune_expr {
     op_kind op;
+    int height; /* 1 for a leaf: the evaluator's and the printer's recursion depth */
     int64_t value;
     ktune_ref_kind ref;
     int index;
@@ -31,6 +32,7 @@ typedef struct {
     int line, col;
     ktune_err *err;
     int failed;
+    int nest; /* parentheses and unary operators open around the current token */
 } parser;
 
 static ktune_expr *node(op_kind op, ktune_expr *a, ktune_expr *b)
@@ -41,6 +43,8 @@ static ktune_expr *node(op_kind op, ktune_expr *a, ktune_expr *b)
     e->op = op;
     e->a = a;
     e->b = b;
+    int ha = a ? a->height : 0, hb = b ? b->height : 0;
+    e->height = 1 + (ha > hb ? ha : hb);
     return e;
 }
 
@@ -61,6 +65,25 @@ static void fail(parser *ps, const char *at, const char *fmt, const char *arg)
     char msg[256];
     snprintf(msg, sizeof msg, fmt, arg);
     ktune_fail_at(ps->err, ps->file, ps->line, ps->col + (int)(at - ps->text), "%s", msg);
+}
+
+/* Bounds the parser's recursion: a level of nesting more (a parenthesis, a unary operator). */
+static int nest_enter(parser *ps, const char *at)
+{
+    if (++ps->nest <= KTUNE_EXPR_MAX_DEPTH)
+        return 1;
+    fail(ps, at, "the expression nests deeper than " KTUNE_EXPR_MAX_DEPTH_TEXT " levels%s", "");
+    return 0;
+}
+
+/* Bounds the tree (and so the evaluator's and printer's recursion): a + b + ... of too many
+ * terms is as deep as it is long. */
+static ktune_expr *checked(parser *ps, const char *at, ktune_expr *e)
+{
+    if (e->height > KTUNE_EXPR_MAX_DEPTH)
+        fail(ps, at, "the expression is deeper than " KTUNE_EXPR_MAX_DEPTH_TEXT
+                     " operations (split it into several constraints)%s", "");
+    return e;
 }
 
 static void skip(parser *ps)
@@ -90,7 +113,10 @@ static ktune_expr *parse_primary(parser *ps)
     skip(ps);
     const char *start = ps->p;
     if (accept(ps, "(")) {
+        if (!nest_enter(ps, start))
+            return node(OP_NUM, NULL, NULL);
         ktune_expr *e = parse_or(ps);
+        ps->nest--;
         if (!accept(ps, ")"))
             fail(ps, ps->p, "expected ')'%s", "");
         return e;
@@ -132,11 +158,16 @@ static ktune_expr *parse_primary(parser *ps)
 
 static ktune_expr *parse_unary(parser *ps)
 {
-    if (accept(ps, "-"))
-        return node(OP_NEG, parse_unary(ps), NULL);
-    if (accept(ps, "!"))
-        return node(OP_NOT, parse_unary(ps), NULL);
-    return parse_primary(ps);
+    skip(ps);
+    const char *at = ps->p;
+    op_kind op = accept(ps, "-") ? OP_NEG : accept(ps, "!") ? OP_NOT : OP_NUM;
+    if (op == OP_NUM)
+        return parse_primary(ps);
+    if (!nest_enter(ps, at))
+        return node(OP_NUM, NULL, NULL);
+    ktune_expr *e = checked(ps, at, node(op, parse_unary(ps), NULL));
+    ps->nest--;
+    return e;
 }
 
 /* Binary levels, loosest last: each entry lists its operators. */
@@ -158,13 +189,15 @@ static ktune_expr *parse_level(parser *ps, int level)
         return parse_unary(ps);
     ktune_expr *e = parse_level(ps, level - 1);
     for (;;) {
+        skip(ps);
+        const char *at = ps->p;
         int matched = -1;
         for (int i = 0; i < 4 && levels[level].tok[i] && matched < 0; i++)
             if (accept(ps, levels[level].tok[i]))
                 matched = i;
         if (matched < 0 || ps->failed)
             return e;
-        e = node(levels[level].op[matched], e, parse_level(ps, level - 1));
+        e = checked(ps, at, node(levels[level].op[matched], e, parse_level(ps, level - 1)));
     }
 }
 
@@ -176,7 +209,7 @@ static ktune_expr *parse_or(parser *ps)
 ktune_expr *ktune_expr_parse(const char *text, ktune_resolve_fn resolve, void *ctx,
                              const char *file, int line, int col, ktune_err *err)
 {
-    parser ps = {text, text, resolve, ctx, file, line, col, err, 0};
+    parser ps = {text, text, resolve, ctx, file, line, col, err, 0, 0};
     ktune_expr *e = parse_or(&ps);
     skip(&ps);
     if (*ps.p && !ps.failed)

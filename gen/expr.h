@@ -22,6 +22,11 @@ typedef struct ktune_expr ktune_expr;
 /* Resolves a name; returns 0 and fills kind/index, or -1 when the name is unknown. */
 typedef int (*ktune_resolve_fn)(void *ctx, const char *name, ktune_ref_kind *kind, int *index);
 
+/* How deep an expression may nest (parentheses, unary operators) and how deep its tree may be
+ * (a + b + c is two deep): parsing, evaluating and printing recurse at most this far. */
+#define KTUNE_EXPR_MAX_DEPTH 100
+#define KTUNE_EXPR_MAX_DEPTH_TEXT "100"
+
 /* Parses text. Errors name file:line:(col + offset of the token). */
 ktune_expr *ktune_expr_parse(const char *text, ktune_resolve_fn resolve, void *ctx,
                              const char *file, int line, int col, ktune_err *err);

@@ -12,6 +12,27 @@
 #define KTUNE_MAX_SHAPES 1000000
 #define KTUNE_PARAM_MAX 1048576
 #define KTUNE_DIM_MAX ((int64_t)1 << 40)
+/* Combinations enumerated before constraints or a `where` filter them: a variant's parameter
+ * values, a grid's points, a models entry's models x degrees x layers x grid points. */
+#define KTUNE_MAX_COMBINATIONS 10000000
+
+/* The product of counts, or KTUNE_MAX_COMBINATIONS + 1 once it passes the bound. */
+static int64_t combinations(const int *counts, int n)
+{
+    int64_t total = 1;
+    for (int i = 0; i < n; i++) {
+        total *= counts[i];
+        if (total > KTUNE_MAX_COMBINATIONS)
+            return KTUNE_MAX_COMBINATIONS + 1;
+    }
+    return total;
+}
+
+static int int64_cmp(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
 
 typedef struct {
     const ktune_space *space;
@@ -141,13 +162,23 @@ static int load_variant(const char *file, const ktune_node *vname, const ktune_n
             if (ktune_expect_int(file, list->items[j], "a parameter value", 0, KTUNE_PARAM_MAX,
                                  &p->values[j], err))
                 return -1;
-            for (int k = 0; k < j; k++)
-                if (p->values[k] == p->values[j])
-                    return ktune_fail_at(err, file, list->items[j]->line, list->items[j]->col,
-                                         "value %lld is listed twice",
-                                         (long long)p->values[j]);
             p->nvalues++;
         }
+        /* duplicates, found on a sorted copy; the error names the second listing */
+        int64_t *sorted = malloc(sizeof *sorted * (size_t)p->nvalues);
+        if (!sorted)
+            return ktune_fail(err, "out of memory");
+        memcpy(sorted, p->values, sizeof *sorted * (size_t)p->nvalues);
+        qsort(sorted, (size_t)p->nvalues, sizeof *sorted, int64_cmp);
+        int64_t twice = -1;
+        for (int j = 1; j < p->nvalues && twice < 0; j++)
+            if (sorted[j] == sorted[j - 1])
+                twice = sorted[j];
+        free(sorted);
+        for (int j = 0, seen = 0; twice >= 0; j++)
+            if (p->values[j] == twice && seen++)
+                return ktune_fail_at(err, file, list->items[j]->line, list->items[j]->col,
+                                     "value %lld is listed twice", (long long)twice);
     }
     const ktune_node *cons = ktune_map_get(n, "constraints");
     if (!cons)
@@ -178,14 +209,30 @@ static int config_cmp(const void *a, const void *b)
     return strcmp(((const ktune_space_config *)a)->name, ((const ktune_space_config *)b)->name);
 }
 
+/* "<variant>_<param><value>...": 0, or -1 when it does not fit in size. */
+static int config_name(const ktune_space_variant *v, const int64_t *params, char *out, size_t size)
+{
+    size_t n = 0;
+    int w = snprintf(out, size, "%s", v->name);
+    for (int p = 0; w >= 0 && (n += (size_t)w) < size && p < v->nparams; p++)
+        w = snprintf(out + n, size - n, "_%s%lld", v->params[p].name, (long long)params[p]);
+    return w >= 0 && n < size ? 0 : -1;
+}
+
 static int expand_configs(const char *file, const ktune_node *at, ktune_space *s, ktune_err *err)
 {
     size_t cap = 64;
     s->configs = malloc(cap * sizeof *s->configs);
     for (int vi = 0; vi < s->nvariants; vi++) {
         const ktune_space_variant *v = &s->variants[vi];
-        int idx[KTUNE_MAX_PARAMS] = {0};
+        int idx[KTUNE_MAX_PARAMS] = {0}, counts[KTUNE_MAX_PARAMS];
         int kept = 0;
+        for (int p = 0; p < v->nparams; p++)
+            counts[p] = v->params[p].nvalues;
+        if (combinations(counts, v->nparams) > KTUNE_MAX_COMBINATIONS)
+            return ktune_fail_at(err, file, at->line, at->col,
+                                 "variant '%s' combines more than %d parameter values",
+                                 v->name, KTUNE_MAX_COMBINATIONS);
         for (;;) {
             ktune_space_config c = {.variant = vi};
             for (int p = 0; p < v->nparams; p++)
@@ -200,11 +247,7 @@ static int expand_configs(const char *file, const ktune_node *at, ktune_space *s
                     return ktune_fail_at(err, file, at->line, at->col,
                                          "the space expands to more than %d configs",
                                          KTUNE_MAX_CONFIGS);
-                int n = snprintf(c.name, sizeof c.name, "%s", v->name);
-                for (int p = 0; p < v->nparams && n < (int)sizeof c.name; p++)
-                    n += snprintf(c.name + n, sizeof c.name - (size_t)n, "_%s%lld",
-                                  v->params[p].name, (long long)c.params[p]);
-                if (n >= (int)sizeof c.name)
+                if (config_name(v, c.params, c.name, sizeof c.name))
                     return ktune_fail_at(err, file, at->line, at->col,
                                          "config names of variant '%s' are too long", v->name);
                 if ((size_t)s->nconfigs == cap)
@@ -263,21 +306,22 @@ static int load_defaults(const char *file, const ktune_node *n, ktune_space *s, 
         if (ktune_expect_keys(file, d, allowed, allowed, err))
             return -1;
         char name[KTUNE_CONFIG_NAME_MAX];
-        int len = snprintf(name, sizeof name, "%s", v->name);
-        for (int p = 0; p < v->nparams; p++) {
-            int64_t value;
+        int64_t values[KTUNE_MAX_PARAMS];
+        for (int p = 0; p < v->nparams; p++)
             if (ktune_expect_int(file, ktune_map_get(d, v->params[p].name), "a parameter value",
-                                 0, KTUNE_PARAM_MAX, &value, err))
+                                 0, KTUNE_PARAM_MAX, &values[p], err))
                 return -1;
-            len += snprintf(name + len, sizeof name - (size_t)len, "_%s%lld", v->params[p].name,
-                            (long long)value);
-        }
-        int ci = ktune_space_find_config(s, name);
+        int ci = config_name(v, values, name, sizeof name) ? -1
+                                                           : ktune_space_find_config(s, name);
         if (ci < 0)
             return ktune_fail_at(err, file, d->line, d->col,
-                                 "default %s is not in the space (a value not listed, or a "
+                                 "default %.*s is not in the space (a value not listed, or a "
                                  "constraint excludes it)",
-                                 name);
+                                 KTUNE_CONFIG_NAME_MAX, name);
+        for (int k = 0; k < s->ndefaults; k++)
+            if (s->defaults[k] == ci)
+                return ktune_fail_at(err, file, d->line, d->col, "default %s is listed twice",
+                                     name);
         s->defaults[s->ndefaults++] = ci;
     }
     return 0;
@@ -398,6 +442,9 @@ static int load_grid(const char *file, const ktune_node *entry, ktune_space *s, 
     for (int d = 0; d < s->nkey && rc == 0; d++)
         rc = dim_values(file, ktune_map_get(grid, s->key[d].name), &s->key[d], &values[d],
                         &counts[d], err);
+    if (rc == 0 && combinations(counts, s->nkey) > KTUNE_MAX_COMBINATIONS)
+        rc = ktune_fail_at(err, file, grid->line, grid->col,
+                           "the grid has more than %d points", KTUNE_MAX_COMBINATIONS);
     while (rc == 0) {
         int64_t key[KTUNE_MAX_KEY] = {0};
         for (int d = 0; d < s->nkey; d++)
@@ -490,6 +537,8 @@ static int load_models(const char *file, const ktune_node *entry, ktune_space *s
         ktune_expect(file, grid, KTUNE_NODE_MAP, "grid", err) ||
         ktune_expect(file, derive, KTUNE_NODE_MAP, "derive", err))
         return -1;
+    if (models->count > 64)
+        return ktune_fail_at(err, file, models->line, models->col, "more than 64 models");
     for (int i = 0; i < models->count; i++)
         if (ktune_expect(file, models->items[i], KTUNE_NODE_SCALAR, "a model's name", err))
             return -1;
@@ -561,6 +610,16 @@ static int load_models(const char *file, const ktune_node *entry, ktune_space *s
     char dir[1100];
     models_dir(s, dir, sizeof dir);
     const int nmodels = o && o->model ? 1 : models->count;
+    /* models x degrees x layers (at most KTUNE_MODEL_MAX_LAYERS each) x grid points */
+    int bound[KTUNE_MAX_KEY + 4] = {nmodels, ntp, KTUNE_MODEL_MAX_LAYERS};
+    for (int i = 0; i < ndims; i++)
+        bound[3 + i] = counts[i];
+    if (combinations(bound, 3 + ndims) > KTUNE_MAX_COMBINATIONS) {
+        ktune_fail_at(err, file, grid->line, grid->col,
+                      "models x tp degrees x %d layers x grid points is more than %d",
+                      KTUNE_MODEL_MAX_LAYERS, KTUNE_MAX_COMBINATIONS);
+        goto cleanup;
+    }
     for (int mi = 0; mi < nmodels; mi++) {
         const char *name = o && o->model ? o->model : models->items[mi]->value;
         ktune_model model;

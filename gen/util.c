@@ -2,6 +2,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,7 +182,14 @@ int ktune_is_safe_path(const char *s)
 
 int ktune_parse_int(const char *s, int64_t *out)
 {
-    if (!*s)
+    /* -?(0|[1-9][0-9]*): no sign '+', no leading zeros, no spaces, nothing after */
+    const char *p = s + (*s == '-');
+    if (!(*p >= '0' && *p <= '9') || (p[0] == '0' && p[1] != '\0'))
+        return 0;
+    for (const char *q = p; *q; q++)
+        if (!(*q >= '0' && *q <= '9'))
+            return 0;
+    if (strlen(p) > 19)
         return 0;
     char *end;
     errno = 0;
@@ -194,12 +202,32 @@ int ktune_parse_int(const char *s, int64_t *out)
 
 int ktune_parse_double(const char *s, double *out)
 {
-    if (!*s)
+    /* -?digits[.digits][(e|E)[+-]digits]: decimal only, no hex, inf or nan */
+    const char *p = s + (*s == '-');
+    size_t digits = strspn(p, "0123456789");
+    if (digits == 0)
+        return 0;
+    p += digits;
+    if (*p == '.') {
+        size_t frac = strspn(p + 1, "0123456789");
+        if (frac == 0)
+            return 0;
+        p += 1 + frac;
+    }
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        p += *p == '+' || *p == '-';
+        size_t exp = strspn(p, "0123456789");
+        if (exp == 0 || exp > 4)
+            return 0;
+        p += exp;
+    }
+    if (*p)
         return 0;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || *end || end == s)
+    if (errno || *end || !isfinite(v))
         return 0;
     *out = v;
     return 1;

@@ -35,8 +35,9 @@ int ktune_is_identifier(const char *s, size_t max);
 int ktune_is_safe_text(const char *s, size_t max);
 /* A relative or absolute path of [A-Za-z0-9_./+-]. */
 int ktune_is_safe_path(const char *s);
-/* Strict decimal int64 (optional sign), no trailing characters. */
+/* Strict decimal int64: -?(0|[1-9][0-9]*), nothing else ("010", "+2", " 4" are refused). */
 int ktune_parse_int(const char *s, int64_t *out);
+/* A finite decimal number: -?digits[.digits][e[+-]digits]; no hex, inf or nan. */
 int ktune_parse_double(const char *s, double *out);
 
 #endif

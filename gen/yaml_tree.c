@@ -7,6 +7,10 @@
 #include <yaml.h>
 
 #define KTUNE_YAML_MAX_DEPTH 64
+/* Bounds on the work a hostile file can cause: nodes in all, keys of one mapping (the duplicate
+ * check compares each new key with the mapping's others). */
+#define KTUNE_YAML_MAX_NODES 4000000
+#define KTUNE_YAML_MAX_MAP_KEYS 1024
 
 static ktune_node *node_new(ktune_node_kind kind, yaml_mark_t mark)
 {
@@ -23,19 +27,24 @@ static ktune_node *node_new(ktune_node_kind kind, yaml_mark_t mark)
 
 static void node_append(ktune_node *parent, ktune_node *key, ktune_node *child)
 {
-    size_t size = sizeof(ktune_node *) * (size_t)(parent->count + 1);
-    ktune_node **items = realloc(parent->items, size);
-    ktune_node **keys = parent->kind == KTUNE_NODE_MAP ? realloc(parent->keys, size) : NULL;
-    if (!items || (parent->kind == KTUNE_NODE_MAP && !keys)) {
-        fprintf(stderr, "ktune: out of memory\n");
-        abort();
+    if (parent->count == parent->cap) {
+        int cap = parent->cap ? parent->cap * 2 : 4;
+        size_t size = sizeof(ktune_node *) * (size_t)cap;
+        ktune_node **items = realloc(parent->items, size);
+        if (items)
+            parent->items = items;
+        ktune_node **keys = parent->kind == KTUNE_NODE_MAP ? realloc(parent->keys, size) : NULL;
+        if (keys)
+            parent->keys = keys;
+        if (!items || (parent->kind == KTUNE_NODE_MAP && !keys)) {
+            fprintf(stderr, "ktune: out of memory\n");
+            abort();
+        }
+        parent->cap = cap;
     }
-    parent->items = items;
     parent->items[parent->count] = child;
-    if (keys) {
-        parent->keys = keys;
+    if (parent->kind == KTUNE_NODE_MAP)
         parent->keys[parent->count] = key;
-    }
     parent->count++;
 }
 
@@ -83,6 +92,12 @@ static int attach(const char *path, frame *stack, int depth, ktune_node **root, 
             ktune_node_free(n);
             return -1;
         }
+        if (top->node->count == KTUNE_YAML_MAX_MAP_KEYS) {
+            ktune_fail_at(err, path, n->line, n->col, "a mapping of more than %d keys",
+                          KTUNE_YAML_MAX_MAP_KEYS);
+            ktune_node_free(n);
+            return -1;
+        }
         if (ktune_map_get(top->node, n->value)) {
             ktune_fail_at(err, path, n->line, n->col, "duplicate key '%s'", n->value);
             ktune_node_free(n);
@@ -107,6 +122,7 @@ ktune_node *ktune_yaml_load(const char *path, ktune_err *err)
     yaml_event_t ev;
     frame stack[KTUNE_YAML_MAX_DEPTH];
     int depth = 0, documents = 0, done = 0, failed = 0;
+    long nodes = 0;
     ktune_node *root = NULL;
     yaml_parser_initialize(&parser);
     yaml_parser_set_input_file(&parser, f);
@@ -120,6 +136,15 @@ ktune_node *ktune_yaml_load(const char *path, ktune_err *err)
             break;
         }
         ktune_node *n = NULL;
+        if ((ev.type == YAML_SCALAR_EVENT || ev.type == YAML_SEQUENCE_START_EVENT ||
+             ev.type == YAML_MAPPING_START_EVENT) &&
+            ++nodes > KTUNE_YAML_MAX_NODES) {
+            ktune_fail_at(err, path, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1,
+                          "more than %d nodes", KTUNE_YAML_MAX_NODES);
+            yaml_event_delete(&ev);
+            failed = 1;
+            break;
+        }
         switch (ev.type) {
         case YAML_STREAM_END_EVENT:
             done = 1;
@@ -137,6 +162,12 @@ ktune_node *ktune_yaml_load(const char *path, ktune_err *err)
             failed = 1;
             break;
         case YAML_SCALAR_EVENT:
+            if (ev.data.scalar.tag) {
+                ktune_fail_at(err, path, (int)ev.start_mark.line + 1,
+                              (int)ev.start_mark.column + 1, "tags are not supported");
+                failed = 1;
+                break;
+            }
             n = node_new(KTUNE_NODE_SCALAR, ev.start_mark);
             n->value = strdup((const char *)ev.data.scalar.value);
             n->plain = ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
@@ -144,6 +175,13 @@ ktune_node *ktune_yaml_load(const char *path, ktune_err *err)
             break;
         case YAML_SEQUENCE_START_EVENT:
         case YAML_MAPPING_START_EVENT:
+            if (ev.type == YAML_SEQUENCE_START_EVENT ? ev.data.sequence_start.tag != NULL
+                                                     : ev.data.mapping_start.tag != NULL) {
+                ktune_fail_at(err, path, (int)ev.start_mark.line + 1,
+                              (int)ev.start_mark.column + 1, "tags are not supported");
+                failed = 1;
+                break;
+            }
             if (depth == KTUNE_YAML_MAX_DEPTH) {
                 ktune_fail_at(err, path, (int)ev.start_mark.line + 1,
                               (int)ev.start_mark.column + 1, "nesting deeper than %d",

@@ -93,6 +93,52 @@ int main(void)
     e = ktune_expr_parse("", resolve, NULL, "s.yaml", 1, 1, &err);
     CHECK(e == NULL && strstr(err.msg, "unexpected end") != NULL);
 
+    /* depth: 100 levels parse, 101 do not (nesting, unary chains and left-deep sums alike) */
+    ktune_buf deep = {0};
+    for (int i = 0; i < 100; i++)
+        ktune_buf_printf(&deep, "(");
+    ktune_buf_printf(&deep, "1");
+    for (int i = 0; i < 100; i++)
+        ktune_buf_printf(&deep, ")");
+    e = ktune_expr_parse(deep.data, resolve, NULL, "s.yaml", 1, 1, &err);
+    CHECK(e != NULL);
+    ktune_expr_free(e);
+    ktune_buf_free(&deep);
+    ktune_buf_printf(&deep, "(");
+    for (int i = 0; i < 100; i++)
+        ktune_buf_printf(&deep, "(");
+    e = ktune_expr_parse(deep.data, resolve, NULL, "s.yaml", 1, 1, &err);
+    CHECK(e == NULL && strcmp(err.msg, "s.yaml:1:101: the expression nests deeper than 100 levels") == 0);
+    ktune_buf_free(&deep);
+    for (int i = 0; i < 99; i++)
+        ktune_buf_printf(&deep, "1+");
+    ktune_buf_printf(&deep, "1");
+    e = ktune_expr_parse(deep.data, resolve, NULL, "s.yaml", 1, 1, &err);
+    CHECK(e != NULL);
+    ktune_expr_free(e);
+    ktune_buf_printf(&deep, "+1");
+    e = ktune_expr_parse(deep.data, resolve, NULL, "s.yaml", 1, 1, &err);
+    CHECK(e == NULL && strstr(err.msg, "s.yaml:1:200: the expression is deeper than 100") == err.msg);
+    ktune_buf_free(&deep);
+
+    /* numbers as the loaders read them: plain decimal only */
+    int64_t iv;
+    double dv;
+    CHECK(ktune_parse_int("0", &iv) && iv == 0);
+    CHECK(ktune_parse_int("-17", &iv) && iv == -17);
+    CHECK(ktune_parse_int("9223372036854775807", &iv) && iv == INT64_MAX);
+    CHECK(!ktune_parse_int("9223372036854775808", &iv));
+    CHECK(!ktune_parse_int("010", &iv) && !ktune_parse_int("+2", &iv) && !ktune_parse_int(" 4", &iv));
+    CHECK(!ktune_parse_int("4 ", &iv) && !ktune_parse_int("", &iv) && !ktune_parse_int("-", &iv));
+    CHECK(!ktune_parse_int("0x10", &iv) && !ktune_parse_int("1e3", &iv));
+    CHECK(ktune_parse_double("12.5", &dv) && dv == 12.5);
+    CHECK(ktune_parse_double("-1e-3", &dv) && dv == -1e-3);
+    CHECK(ktune_parse_double("7", &dv) && dv == 7);
+    CHECK(!ktune_parse_double("nan", &dv) && !ktune_parse_double("inf", &dv));
+    CHECK(!ktune_parse_double("-inf", &dv) && !ktune_parse_double("1e999", &dv));
+    CHECK(!ktune_parse_double("0x1p3", &dv) && !ktune_parse_double(".5", &dv));
+    CHECK(!ktune_parse_double("5.", &dv) && !ktune_parse_double("1e", &dv));
+
     e = ktune_expr_parse("a * cols <= 4 * sms || !(c % b == 0)", resolve, NULL, "s", 1, 1, &err);
     CHECK(e != NULL);
     CHECK(ktune_expr_uses(e) == ((1u << KTUNE_REF_PARAM) | (1u << KTUNE_REF_KEY) | (1u << KTUNE_REF_LIMIT)));
