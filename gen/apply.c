@@ -172,7 +172,14 @@ int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_p
     }
     if (counts->added + counts->replaced > 0) {
         const char *base = strrchr(run_dir, '/');
-        snprintf(run.name, sizeof run.name, "%s", base && base[1] ? base + 1 : run_dir);
+        base = base && base[1] ? base + 1 : run_dir;
+        if (!ktune_is_safe_text(base, sizeof run.name - 1)) {
+            ktune_fail(err, "%s: the run folder's name '%s' may hold only printable characters "
+                            "without \\ \" ' ` [ ] ( ) , $ # /* */ ??; rename it to apply it",
+                       run_dir, base);
+            goto cleanup;
+        }
+        snprintf(run.name, sizeof run.name, "%s", base);
         ktune_registry_add_run(&reg, &run);
         /* drop runs no entry refers to any more */
         int w = 0;
@@ -192,10 +199,7 @@ int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_p
             if (ktune_mkdirs(dir, err))
                 goto cleanup;
         }
-        ktune_buf out = {0};
-        ktune_registry_format(&reg, s, &out);
-        int w2 = ktune_file_write_if_changed(reg_path, out.data, out.len, err);
-        ktune_buf_free(&out);
+        int w2 = ktune_registry_write(reg_path, &reg, s, err);
         if (w2 < 0)
             goto cleanup;
         *changed = w2 > 0;

@@ -77,18 +77,31 @@ static const char *path_label(const char *path)
     return slashes == 2 ? p + 1 : path;
 }
 
+/* How every value reaches m4: as the Bison skeletons do it, quoted. A scalar macro expands to its
+ * value in quotes, which the rescan strips, so the value is output as it is; a list macro's items
+ * are calls whose arguments are quoted, and the templates quote each $n they output. The values
+ * are validated before (identifiers, numbers, or text without m4's quotes [[ ]] or $, which m4
+ * substitutes even inside quotes), so no value can end a quote, and no name reaches m4 unquoted:
+ * a device named "m4_m4exit" is text, as is a key named "kt4_keys". */
+static void def_text(ktune_buf *d, const char *macro, const char *value)
+{
+    ktune_buf_printf(d, "m4_define([[%s]], [[[[%s]]]])\n", macro, value);
+}
+
 static void defs_begin(ktune_buf *d, const ktune_space *s, const char *source)
 {
-    char upper[KTUNE_NAME_MAX + 1];
+    char upper[KTUNE_NAME_MAX + 1], prefix[KTUNE_NAME_MAX + 8];
     size_t i = 0;
     for (; s->family[i]; i++)
         upper[i] = (char)toupper((unsigned char)s->family[i]);
     upper[i] = '\0';
     ktune_buf_printf(d, "m4_changequote([[,]])m4_changecom()m4_divert(-1)\n");
-    ktune_buf_printf(d, "m4_define([[kt4_source]], [[%s]])\n", source);
-    ktune_buf_printf(d, "m4_define([[kt4_family]], [[%s]])\n", s->family);
-    ktune_buf_printf(d, "m4_define([[kt4_prefix]], [[ktune_%s]])\n", s->family);
-    ktune_buf_printf(d, "m4_define([[kt4_PREFIX]], [[KTUNE_%s]])\n", upper);
+    def_text(d, "kt4_source", source);
+    def_text(d, "kt4_family", s->family);
+    snprintf(prefix, sizeof prefix, "ktune_%s", s->family);
+    def_text(d, "kt4_prefix", prefix);
+    snprintf(prefix, sizeof prefix, "KTUNE_%s", upper);
+    def_text(d, "kt4_PREFIX", prefix);
 }
 
 static int emit_file(const ktune_emit_tools *tools, ktune_buf *defs, const char *template_name,
@@ -211,7 +224,7 @@ int ktune_emit_instances(const ktune_space *s, const char *set, const int *confi
     for (int shard = 0; shard <= shards && rc == 0; shard++) {
         ktune_buf d = {0};
         defs_begin(&d, s, path_label(s->path));
-        ktune_buf_printf(&d, "m4_define([[kt4_set]], [[%s]])\n", set);
+        def_text(&d, "kt4_set", set);
         ktune_buf_printf(&d, "m4_define([[kt4_count]], [[%d]])\n", count);
         ktune_buf_printf(&d, "m4_define([[kt4_configs]], [[");
         for (int i = 0; i < count; i++) {
@@ -280,9 +293,10 @@ int ktune_emit_table(const ktune_space *s, const ktune_registry *reg, const char
     upper_into(symbol, guard, sizeof guard);
     ktune_buf d = {0};
     defs_begin(&d, s, source);
-    ktune_buf_printf(&d, "m4_define([[kt4_symbol]], [[%s]])\n", symbol);
-    ktune_buf_printf(&d, "m4_define([[kt4_guard]], [[%s_H]])\n", guard);
-    ktune_buf_printf(&d, "m4_define([[kt4_device]], [[%s]])\n", reg->device);
+    def_text(&d, "kt4_symbol", symbol);
+    strncat(guard, "_H", sizeof guard - strlen(guard) - 1);
+    def_text(&d, "kt4_guard", guard);
+    def_text(&d, "kt4_device", reg->device);
     ktune_buf_printf(&d, "m4_define([[kt4_sms]], [[%d]])\n", reg->sms);
     ktune_buf_printf(&d, "m4_define([[kt4_cc]], [[%d]])\n", reg->cc);
     ktune_buf_printf(&d, "m4_define([[kt4_nrows]], [[%d]])\n", reg->nentries);

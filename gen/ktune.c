@@ -655,7 +655,7 @@ static int cmd_sweep(const options *o, const ktune_space *s)
     const char *base = strrchr(run, '/');
     if (!ktune_is_safe_text(base ? base + 1 : run, 200))
         return usage_error("--run: the folder name '%s' may hold only printable characters "
-                           "without \\ \" ' ` [ ] ( ) , $ #",
+                           "without \\ \" ' ` [ ] ( ) , $ # /* */ ??",
                            run);
     if (o->gpus) {
         int rc = sweep_gpus(o, s, run);

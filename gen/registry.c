@@ -52,6 +52,21 @@ static int int_field(const char *file, const ktune_node *map, const char *name, 
     return 0;
 }
 
+/* A time of a registry or a run folder: finite and positive (a spread: finite, at least 0). */
+static int time_field(const char *file, const ktune_node *map, const char *name, int spread,
+                      double *out, ktune_err *err)
+{
+    const ktune_node *n = ktune_map_get(map, name);
+    if (!n)
+        return ktune_fail_at(err, file, map->line, map->col, "missing key '%s'", name);
+    if (ktune_expect_double(file, n, name, out, err))
+        return -1;
+    if (spread ? !(*out >= 0) : !(*out > 0))
+        return ktune_fail_at(err, file, n->line, n->col, "%s must be %s, not %s", name,
+                             spread ? "at least 0" : "more than 0", n->value);
+    return 0;
+}
+
 static int load_run(const char *file, const ktune_node *n, ktune_run_info *run, int with_id,
                     ktune_err *err)
 {
@@ -124,10 +139,9 @@ static int load_entry(const char *file, const ktune_node *n, const ktune_space *
         return ktune_fail_at(err, file, cfg->line, cfg->col, "config '%s' is not in %s",
                              cfg->value, s->path);
     snprintf(e->config, sizeof e->config, "%s", cfg->value);
-    if (ktune_expect_double(file, ktune_map_get(n, "us"), "us", &e->us, err) ||
-        ktune_expect_double(file, ktune_map_get(n, "spread"), "spread", &e->spread, err) ||
-        ktune_expect_double(file, ktune_map_get(n, "default_us"), "default_us", &e->default_us,
-                            err) ||
+    if (time_field(file, n, "us", 0, &e->us, err) ||
+        time_field(file, n, "spread", 1, &e->spread, err) ||
+        time_field(file, n, "default_us", 0, &e->default_us, err) ||
         int_field(file, n, "run", 1, 1000000, &e->run, err))
         return -1;
     int known = 0;
@@ -158,7 +172,7 @@ static int load_entry(const char *file, const ktune_node *n, const ktune_space *
             return ktune_fail_at(err, file, rc->line, rc->col, "config '%s' is not in %s",
                                  rc->value, s->path);
         snprintf(r->config, sizeof r->config, "%s", rc->value);
-        if (ktune_expect_double(file, ktune_map_get(m, "us"), "us", &r->us, err))
+        if (time_field(file, m, "us", 0, &r->us, err))
             return -1;
         e->nrunner_ups++;
     }
@@ -201,6 +215,13 @@ int ktune_registry_load(const char *path, const ktune_space *s, ktune_registry *
     for (int i = 0; i < runs->count; i++) {
         if (load_run(path, runs->items[i], &reg->runs[i], 1, err))
             goto cleanup;
+        for (int j = 0; j < i; j++)
+            if (reg->runs[j].id == reg->runs[i].id) {
+                const ktune_node *id = ktune_map_get(runs->items[i], "id");
+                ktune_fail_at(err, path, id->line, id->col, "run %d is listed twice",
+                              reg->runs[i].id);
+                goto cleanup;
+            }
         reg->nruns++;
     }
     const ktune_node *entries = ktune_map_get(root, "entries");
@@ -267,6 +288,39 @@ void ktune_registry_format(const ktune_registry *reg, const ktune_space *s, ktun
                              e->runner_ups[r].config, e->runner_ups[r].us);
         ktune_buf_printf(out, "]}\n");
     }
+}
+
+typedef struct {
+    const ktune_space *space;
+    const ktune_registry *expected;
+} readback_ctx;
+
+/* The file just written must load, and hold what was meant to be written. */
+static int registry_readback(const char *path, void *vctx, ktune_err *err)
+{
+    const readback_ctx *ctx = vctx;
+    ktune_registry back;
+    if (ktune_registry_load(path, ctx->space, &back, err))
+        return -1;
+    int same = back.nentries == ctx->expected->nentries && back.nruns == ctx->expected->nruns &&
+               back.sms == ctx->expected->sms && strcmp(back.device, ctx->expected->device) == 0;
+    for (int i = 0; same && i < back.nentries; i++)
+        same = strcmp(back.entries[i].config, ctx->expected->entries[i].config) == 0 &&
+               ktune_space_key_compare(ctx->space, back.entries[i].key,
+                                       ctx->expected->entries[i].key) == 0;
+    ktune_registry_free(&back);
+    return same ? 0 : ktune_fail(err, "%s: reads back other entries than were written", path);
+}
+
+int ktune_registry_write(const char *path, const ktune_registry *reg, const ktune_space *s,
+                         ktune_err *err)
+{
+    ktune_buf out = {0};
+    ktune_registry_format(reg, s, &out);
+    readback_ctx ctx = {s, reg};
+    int rc = ktune_file_write_validated(path, out.data, out.len, registry_readback, &ctx, err);
+    ktune_buf_free(&out);
+    return rc;
 }
 
 int ktune_registry_find(const ktune_registry *reg, const ktune_space *s, const int64_t *key)

@@ -43,12 +43,19 @@ typedef struct {
     int nentries;
 } ktune_registry;
 
-/* Loads path; every config must be in space. */
+/* Loads path; every config must be in space, every text safe for a header (ktune_is_safe_text),
+ * every time finite and positive, run ids unique. */
 int ktune_registry_load(const char *path, const ktune_space *space, ktune_registry *reg,
                         ktune_err *err);
 void ktune_registry_free(ktune_registry *reg);
 /* The registry as YAML, byte-identical for identical content. */
 void ktune_registry_format(const ktune_registry *reg, const ktune_space *space, ktune_buf *out);
+/* Writes the registry to path through a temporary file that must load back (every text safe,
+ * every config in space, every time finite and positive) and hold the same entries before it
+ * replaces path: a registry that would not read back leaves the old file as it was. 1 written,
+ * 0 unchanged, -1 error. */
+int ktune_registry_write(const char *path, const ktune_registry *reg, const ktune_space *space,
+                         ktune_err *err);
 /* Index of the entry with this key, or -1. */
 int ktune_registry_find(const ktune_registry *reg, const ktune_space *space, const int64_t *key);
 /* Inserts or replaces, keeping entries sorted. */

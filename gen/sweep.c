@@ -12,8 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef enum { ST_NONE, ST_OK, ST_INVALID, ST_WRONG, ST_FAILED, ST_TIMEOUT, ST_COUNT } trial_status;
-static const char *const status_names[ST_COUNT] = {"", "ok", "invalid", "wrong", "failed", "timeout"};
+typedef ktune_trial_status trial_status;
+#define status_names ktune_trial_status_names
+#define status_parse ktune_trial_status_parse
 
 /* Configs a window of the screen measures at most (one X request; the worker's limit). */
 #define KTUNE_SCREEN_BATCH 128
@@ -96,14 +97,6 @@ static void config_order(const ktune_sweep_opts *o, int shape, int *order)
     }
 }
 
-static trial_status status_parse(const char *s)
-{
-    for (int i = 1; i < ST_COUNT; i++)
-        if (strcmp(s, status_names[i]) == 0)
-            return (trial_status)i;
-    return ST_NONE;
-}
-
 /* Cuts a file back to its last newline: a line cut short by a kill is dropped. */
 static void trim_partial_line(const char *path)
 {
@@ -153,38 +146,33 @@ static void journal_trial(FILE *journal, const char *keytext, const ktune_space 
     snprintf(clean, 1024, "%s", detail);
     sanitize(clean);
     snprintf(line, sizeof line, "%s,%s,%s,%.4f,%.5f,%d,%s\n", keytext, s->configs[ci].name,
-             status_names[t->status], t->status == ST_OK ? t->us : INFINITY,
-             t->status == ST_OK ? t->spread : 0.0f, samples, clean);
+             status_names[t->status], t->status == KTUNE_TRIAL_OK ? t->us : INFINITY,
+             t->status == KTUNE_TRIAL_OK ? t->spread : 0.0f, samples, clean);
     journal_line(journal, line);
 }
 
-/* Loads trials.csv into the trials table; lines that do not parse are ignored. */
+/* Loads trials.csv into the trials table. A line that does not parse (or names a shape or a
+ * config this sweep does not have) is not loaded: its trial is measured again. */
 static void journal_load(const char *path, const ktune_space *s, trial *trials)
 {
     FILE *f = fopen(path, "r");
     if (!f)
         return;
     char line[4096];
+    int lineno = 0;
     while (fgets(line, sizeof line, f)) {
-        if (!strchr(line, '\n'))
+        char *nl = strchr(line, '\n');
+        lineno++;
+        if (!nl || lineno == 1)
             continue;
-        char *save = NULL;
-        char *key = strtok_r(line, ",", &save), *cfg = strtok_r(NULL, ",", &save);
-        char *st = strtok_r(NULL, ",", &save), *us = strtok_r(NULL, ",", &save);
-        char *sp = strtok_r(NULL, ",\n", &save);
-        if (!key || !cfg || !st || !us || !sp)
-            continue;
-        int64_t k[KTUNE_MAX_KEY];
+        *nl = '\0';
+        ktune_trial_line t;
         ktune_err ignored;
-        if (ktune_space_key_parse(s, key, k, &ignored))
-            continue;
-        int ci = ktune_space_find_config(s, cfg);
-        trial_status status = status_parse(st);
-        if (ci < 0 || status == ST_NONE)
+        if (ktune_trial_parse(s, line, path, lineno, &t, &ignored))
             continue;
         int lo = 0, hi = s->nshapes - 1, si = -1;
         while (lo <= hi) {
-            int mid = (lo + hi) / 2, c = ktune_space_key_compare(s, s->shapes[mid].key, k);
+            int mid = (lo + hi) / 2, c = ktune_space_key_compare(s, s->shapes[mid].key, t.key);
             if (c == 0) {
                 si = mid;
                 break;
@@ -196,75 +184,12 @@ static void journal_load(const char *path, const ktune_space *s, trial *trials)
         }
         if (si < 0)
             continue;
-        trial *t = &trials[(size_t)si * (size_t)s->nconfigs + (size_t)ci];
-        t->status = status;
-        t->us = (float)atof(us);
-        t->spread = (float)atof(sp);
+        trial *row = &trials[(size_t)si * (size_t)s->nconfigs + (size_t)t.config];
+        row->status = t.status;
+        row->us = (float)t.us;
+        row->spread = (float)t.spread;
     }
     fclose(f);
-}
-
-int ktune_final_load(const char *run_dir, const ktune_space *s, ktune_final_row **rows_out,
-                     int *count_out, ktune_err *err)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/final.csv", run_dir);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return ktune_fail(err, "%s: cannot open (is %s a run folder?)", path, run_dir);
-    ktune_final_row *rows = NULL;
-    int count = 0, cap = 0;
-    char line[4096];
-    while (fgets(line, sizeof line, f)) {
-        if (!strchr(line, '\n') || strncmp(line, "key,", 4) == 0)
-            continue;
-        ktune_final_row r;
-        memset(&r, 0, sizeof r);
-        char *save = NULL;
-        char *key = strtok_r(line, ",", &save), *cfg = strtok_r(NULL, ",", &save);
-        char *fields[6];
-        int nf = 0;
-        while (nf < 6 && (fields[nf] = strtok_r(NULL, ",\n", &save)))
-            nf++;
-        ktune_err ignored;
-        if (!key || !cfg || nf != 6 || ktune_space_key_parse(s, key, r.key, &ignored))
-            continue;
-        snprintf(r.config, sizeof r.config, "%s", cfg);
-        r.rank = atoi(fields[0]);
-        r.of = atoi(fields[1]);
-        r.us = atof(fields[2]);
-        r.spread = atof(fields[3]);
-        r.is_default = atoi(fields[4]);
-        r.is_committed = atoi(fields[5]);
-        if (count == cap)
-            rows = realloc(rows, sizeof *rows * (size_t)(cap = cap ? cap * 2 : 256));
-        rows[count++] = r;
-    }
-    fclose(f);
-    /* Blocks: rows 1..of of one key in a row (a shape without a winner is one row of rank 0).
-     * Keep complete blocks only, and of each key the last one. */
-    int out = 0;
-    for (int i = 0; i < count;) {
-        int len = rows[i].rank == 0 ? 1 : rows[i].of, ok = rows[i].rank <= 1 && len >= 1;
-        for (int j = 1; ok && j < len; j++)
-            ok = i + j < count && rows[i + j].rank == j + 1 &&
-                 ktune_space_key_compare(s, rows[i + j].key, rows[i].key) == 0;
-        if (!ok || i + len > count) {
-            i++;
-            continue;
-        }
-        int w = 0;
-        for (int k = 0; k < out; k++)
-            if (ktune_space_key_compare(s, rows[k].key, rows[i].key) != 0)
-                rows[w++] = rows[k];
-        out = w;
-        for (int j = 0; j < len; j++)
-            rows[out++] = rows[i + j];
-        i += len;
-    }
-    *rows_out = rows;
-    *count_out = out;
-    return 0;
 }
 
 /* state: the GPU's at the start (gpu_state_read's). */
@@ -406,7 +331,7 @@ static int final_round(const ktune_sweep_opts *o, ktune_worker *w, const int64_t
     final_pick picks[64];
     int n = 0, fastest = -1;
     for (int c = 0; c < s->nconfigs; c++)
-        if (row[c].status == ST_OK && (fastest < 0 || row[c].us < row[fastest].us))
+        if (row[c].status == KTUNE_TRIAL_OK && (fastest < 0 || row[c].us < row[fastest].us))
             fastest = c;
     /* the margin, or the absolute noise floor where that is wider (kernels of a few us) */
     const double within = fastest >= 0 ? fmax(row[fastest].us * (1 + o->final_margin),
@@ -419,7 +344,7 @@ static int final_round(const ktune_sweep_opts *o, ktune_worker *w, const int64_t
             int taken = 0;
             for (int i = 0; i < n; i++)
                 taken |= picks[i].config == c;
-            if (!taken && row[c].status == ST_OK && (best < 0 || row[c].us < row[best].us))
+            if (!taken && row[c].status == KTUNE_TRIAL_OK && (best < 0 || row[c].us < row[best].us))
                 best = c;
         }
         if (best < 0 || row[best].us > within)
@@ -432,16 +357,16 @@ static int final_round(const ktune_sweep_opts *o, ktune_worker *w, const int64_t
         for (int i = 0; i < n; i++)
             seen |= s->configs[picks[i].config].variant == v;
         for (int c = 0; c < s->nconfigs && !seen; c++)
-            if (s->configs[c].variant == v && row[c].status == ST_OK &&
+            if (s->configs[c].variant == v && row[c].status == KTUNE_TRIAL_OK &&
                 (best < 0 || row[c].us < row[best].us))
                 best = c;
         if (best >= 0)
             pick_add(picks, &n, best, row, row[best].us <= within);
     }
     const int def = fixed[0], committed = fixed[1];
-    if (def >= 0 && row[def].status == ST_OK)
+    if (def >= 0 && row[def].status == KTUNE_TRIAL_OK)
         picks[pick_add(picks, &n, def, row, 1)].is_default = 1;
-    if (committed >= 0 && row[committed].status == ST_OK)
+    if (committed >= 0 && row[committed].status == KTUNE_TRIAL_OK)
         picks[pick_add(picks, &n, committed, row, 1)].is_committed = 1;
     char keytext[256], line[8192];
     ktune_space_key_format(s, key, keytext, sizeof keytext);
@@ -578,18 +503,18 @@ static int measure_one(const ktune_sweep_opts *o, ktune_worker *w, const int64_t
     if (kind == KTUNE_REPLY_INTERRUPTED) {
         *interrupted = 1;
     } else if (kind == KTUNE_REPLY_TIMEOUT) {
-        t->status = ST_TIMEOUT;
+        t->status = KTUNE_TRIAL_TIMEOUT;
         snprintf(detail, size, "%s", reply);
     } else if (kind == KTUNE_REPLY_CRASHED) {
-        t->status = ST_FAILED;
+        t->status = KTUNE_TRIAL_FAILED;
         snprintf(detail, size, "%s", reply);
     } else {
         char st[32] = "";
         float us = 0, sp = 0;
         int at = 0;
         if (sscanf(reply, "R %*d %31s %f %f %d %n", st, &us, &sp, samples, &at) < 4 ||
-            status_parse(st) == ST_NONE) {
-            t->status = ST_FAILED;
+            status_parse(st) == KTUNE_TRIAL_NONE) {
+            t->status = KTUNE_TRIAL_FAILED;
             snprintf(detail, size, "unexpected answer: %s", reply);
         } else {
             t->status = status_parse(st);
@@ -653,7 +578,7 @@ static int window_finish(const ktune_sweep_opts *o, ktune_worker *w, const int64
             if (strcmp(st, "ok") != 0)
                 continue;
             trial *t = &row[cs[i]];
-            t->status = ST_OK;
+            t->status = KTUNE_TRIAL_OK;
             t->us = (float)atof(us);
             t->spread = (float)atof(sp);
             samples[i] = atoi(ns);
@@ -752,11 +677,11 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
 
     int tty = isatty(2) && !getenv("KTUNE_PLAIN_PROGRESS");
     spent_tally spent = {{0}, {0}, w.restarts, 0};
-    int counts[ST_COUNT] = {0};
+    int counts[KTUNE_TRIAL_COUNT] = {0};
     int measured = 0, todo = 0, skipped = 0, noisy = 0;
     order = malloc(sizeof *order * (size_t)(s->nconfigs ? s->nconfigs : 1));
     for (size_t i = 0; i < ntrials; i++)
-        todo += trials[i].status == ST_NONE &&
+        todo += trials[i].status == KTUNE_TRIAL_NONE &&
                 (int)(i / (size_t)s->nconfigs) % o->shards == o->shard &&
                 ktune_space_valid(s, &s->configs[i % (size_t)s->nconfigs],
                                   s->shapes[i / (size_t)s->nconfigs].key, limits);
@@ -784,7 +709,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
             if ((o->patience > 0 && since_best >= o->patience) ||
                 (o->shape_budget_s > 0 && now_s() - shape_start > o->shape_budget_s)) {
                 for (; oi < s->nconfigs; oi++)
-                    skipped += row[order[oi]].status == ST_NONE;
+                    skipped += row[order[oi]].status == KTUNE_TRIAL_NONE;
                 break;
             }
             /* a window of the order: at most KTUNE_SCREEN_BATCH configs to measure, no more than
@@ -801,9 +726,9 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                    (o->patience <= 0 || counted < o->patience - since_best)) {
                 int ci = order[end++];
                 int valid = ktune_space_valid(s, &s->configs[ci], key, limits);
-                if (row[ci].status == ST_NONE && valid)
+                if (row[ci].status == KTUNE_TRIAL_NONE && valid)
                     todo_configs[ntodo++] = ci;
-                counted += row[ci].status == ST_NONE ? valid : row[ci].status != ST_INVALID;
+                counted += row[ci].status == KTUNE_TRIAL_NONE ? valid : row[ci].status != KTUNE_TRIAL_INVALID;
             }
             char details[KTUNE_SCREEN_BATCH][1024];
             int samples[KTUNE_SCREEN_BATCH];
@@ -818,8 +743,8 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                 const int ci = order[j];
                 if (k < ntodo && todo_configs[k] == ci) {
                     k++;
-                } else if (row[ci].status == ST_NONE) {
-                    row[ci].status = ST_INVALID;
+                } else if (row[ci].status == KTUNE_TRIAL_NONE) {
+                    row[ci].status = KTUNE_TRIAL_INVALID;
                     char invalid[256], clean[1024];
                     snprintf(invalid, sizeof invalid, "constraints of %s exclude this shape",
                              s->variants[s->configs[ci].variant].name);
@@ -841,16 +766,16 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                     char clean[1024];
                     journal_trial(journal, keytext, s, ci, t, samples[k], details[k], clean);
                     k++;
-                    if (o->verbose && t->status != ST_OK && t->status != ST_INVALID)
+                    if (o->verbose && t->status != KTUNE_TRIAL_OK && t->status != KTUNE_TRIAL_INVALID)
                         fprintf(stderr, "%sktune: %s %s: %s: %s\n", tty ? "\r\033[K" : "",
                                 keytext, s->configs[ci].name, status_names[t->status], clean);
                 }
                 counts[t->status]++;
-                noisy += t->status == ST_OK && t->spread > KTUNE_NOISY_SPREAD;
-                if (t->status == ST_OK && (best < 0 || t->us < row[best].us)) {
+                noisy += t->status == KTUNE_TRIAL_OK && t->spread > KTUNE_NOISY_SPREAD;
+                if (t->status == KTUNE_TRIAL_OK && (best < 0 || t->us < row[best].us)) {
                     best = ci;
                     since_best = 0;
-                } else if (t->status != ST_INVALID) {
+                } else if (t->status != KTUNE_TRIAL_INVALID) {
                     since_best++;
                 }
             }
@@ -905,8 +830,8 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                      interrupted    ? " (interrupted: re-run to resume)"
                      : budget_spent ? " (run budget spent: re-run to resume)"
                                     : "",
-                     counts[ST_OK],
-                     counts[ST_INVALID], counts[ST_WRONG], counts[ST_FAILED], counts[ST_TIMEOUT],
+                     counts[KTUNE_TRIAL_OK],
+                     counts[KTUNE_TRIAL_INVALID], counts[KTUNE_TRIAL_WRONG], counts[KTUNE_TRIAL_FAILED], counts[KTUNE_TRIAL_TIMEOUT],
                      skipped, w.restarts, now_s() - start, tuned ? exp(log_gain / tuned) : 1.0);
     if (spent.answered) {
         const double wall = now_s() - start, *t = spent.total;
@@ -950,111 +875,5 @@ cleanup:
     free(trials);
     free(done_rows);
     free(order);
-    return rc;
-}
-
-/* Copies the data lines (all but the header) of run/name into out. */
-static int copy_lines(const char *run, const char *name, FILE *out, ktune_err *err)
-{
-    char path[4096], line[8192];
-    snprintf(path, sizeof path, "%s/%s", run, name);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return ktune_fail(err, "%s: cannot open", path);
-    int first = 1;
-    while (fgets(line, sizeof line, f)) {
-        if (!first && strchr(line, '\n'))
-            fputs(line, out);
-        first = 0;
-    }
-    fclose(f);
-    return 0;
-}
-
-static const ktune_space *merge_space;
-
-static int final_row_cmp(const void *a, const void *b)
-{
-    const ktune_final_row *x = a, *y = b;
-    int c = ktune_space_key_compare(merge_space, x->key, y->key);
-    return c ? c : x->rank - y->rank;
-}
-
-int ktune_merge_runs(const ktune_space *s, const char *out, const char *const *runs, int count,
-                     ktune_err *err)
-{
-    ktune_run_info first, info;
-    char path[4096];
-    ktune_final_row *all = NULL;
-    int nall = 0, rc = -1;
-    FILE *trials = NULL, *final = NULL;
-    for (int r = 0; r < count; r++) {
-        snprintf(path, sizeof path, "%s/meta.yaml", runs[r]);
-        if (ktune_run_info_load(path, r ? &info : &first, err))
-            return -1;
-        if (r && (strcmp(info.device, first.device) != 0 || info.sms != first.sms ||
-                  strcmp(info.family, first.family) != 0))
-            return ktune_fail(err, "%s (%s on %s, %d SMs) does not go with %s (%s on %s, %d SMs)",
-                              runs[r], info.family, info.device, info.sms, runs[0], first.family,
-                              first.device, first.sms);
-    }
-    if (strcmp(first.family, s->family) != 0)
-        return ktune_fail(err, "%s holds a %s run, not %s", runs[0], first.family, s->family);
-    if (ktune_mkdirs(out, err))
-        return -1;
-    size_t len;
-    snprintf(path, sizeof path, "%s/meta.yaml", runs[0]);
-    char *meta = ktune_file_read(path, &len, err);
-    snprintf(path, sizeof path, "%s/meta.yaml", out);
-    if (!meta || ktune_file_write_if_changed(path, meta, len, err) < 0) {
-        free(meta);
-        return -1;
-    }
-    free(meta);
-    snprintf(path, sizeof path, "%s/trials.csv", out);
-    trials = fopen(path, "w");
-    snprintf(path, sizeof path, "%s/final.csv", out);
-    final = fopen(path, "w");
-    if (!trials || !final) {
-        ktune_fail(err, "%s: cannot write", out);
-        goto cleanup;
-    }
-    fputs("key,config,status,median_us,spread,samples,detail\n", trials);
-    fputs("key,config,rank,of,us,spread,is_default,is_committed\n", final);
-    for (int r = 0; r < count; r++) {
-        ktune_final_row *rows;
-        int n;
-        if (copy_lines(runs[r], "trials.csv", trials, err) ||
-            ktune_final_load(runs[r], s, &rows, &n, err))
-            goto cleanup;
-        /* a later run's block for a key replaces an earlier one */
-        int w = 0;
-        for (int i = 0; i < nall; i++) {
-            int later = 0;
-            for (int j = 0; j < n && !later; j++)
-                later = ktune_space_key_compare(s, all[i].key, rows[j].key) == 0;
-            if (!later)
-                all[w++] = all[i];
-        }
-        all = realloc(all, sizeof *all * (size_t)(w + n + 1));
-        memcpy(all + w, rows, sizeof *rows * (size_t)n);
-        nall = w + n;
-        free(rows);
-    }
-    merge_space = s;
-    qsort(all, (size_t)nall, sizeof *all, final_row_cmp);
-    for (int i = 0; i < nall; i++) {
-        char key[256];
-        ktune_space_key_format(s, all[i].key, key, sizeof key);
-        fprintf(final, "%s,%s,%d,%d,%.4f,%.5f,%d,%d\n", key, all[i].config, all[i].rank, all[i].of,
-                all[i].us, all[i].spread, all[i].is_default, all[i].is_committed);
-    }
-    rc = 0;
-cleanup:
-    if (trials)
-        fclose(trials);
-    if (final)
-        fclose(final);
-    free(all);
     return rc;
 }

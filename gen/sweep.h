@@ -7,6 +7,7 @@
 #define KTUNE_GEN_SWEEP_H
 
 #include "registry.h"
+#include "run_folder.h"
 #include "worker_client.h"
 
 typedef struct {
@@ -37,24 +38,6 @@ typedef struct {
 /* 0 done, KTUNE_SWEEP_INTERRUPTED or KTUNE_SWEEP_BUDGET_SPENT (journal intact; re-run to
  * resume), -1 error (err set). */
 int ktune_sweep_run(const ktune_sweep_opts *opts, ktune_err *err);
-
-/* One row of a run's final.csv. */
-typedef struct {
-    int64_t key[KTUNE_MAX_KEY];
-    char config[KTUNE_CONFIG_NAME_MAX];
-    int rank, of;
-    double us, spread;
-    int is_default, is_committed;
-} ktune_final_row;
-
-/* Reads <run>/final.csv: the last complete block of each shape. */
-int ktune_final_load(const char *run_dir, const ktune_space *space, ktune_final_row **rows,
-                     int *count, ktune_err *err);
-
-/* Merges run folders (of one family, made on one kind of device, e.g. the shards of a sweep) into
- * out: every trial, and each shape's final block from the last run that has one. */
-int ktune_merge_runs(const ktune_space *space, const char *out, const char *const *runs, int count,
-                     ktune_err *err);
 
 /* Device limits in ktune_limit_names order. */
 void ktune_limits_from(const ktune_worker_device *d, int64_t *limits);

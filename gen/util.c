@@ -115,6 +115,12 @@ int ktune_mkdirs(const char *path, ktune_err *err)
 
 int ktune_file_write_if_changed(const char *path, const char *data, size_t len, ktune_err *err)
 {
+    return ktune_file_write_validated(path, data, len, NULL, NULL, err);
+}
+
+int ktune_file_write_validated(const char *path, const char *data, size_t len,
+                               ktune_validate_fn validate, void *ctx, ktune_err *err)
+{
     ktune_err ignored;
     size_t oldlen;
     char *old = ktune_file_read(path, &oldlen, &ignored);
@@ -123,7 +129,8 @@ int ktune_file_write_if_changed(const char *path, const char *data, size_t len, 
     if (same)
         return 0;
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return ktune_fail(err, "%s: path too long", path);
     FILE *f = fopen(tmp, "wb");
     if (!f)
         return ktune_fail(err, "%s: %s", tmp, strerror(errno));
@@ -131,7 +138,19 @@ int ktune_file_write_if_changed(const char *path, const char *data, size_t len, 
     ok = (fflush(f) == 0) && ok;
     ok = (fsync(fileno(f)) == 0) && ok;
     ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
+    if (!ok) {
+        int e = errno;
+        unlink(tmp);
+        return ktune_fail(err, "%s: %s", path, strerror(e));
+    }
+    if (validate && validate(tmp, ctx, err) != 0) {
+        unlink(tmp);
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        return ktune_fail(err, "%s: not written, what would have been written does not read back: %s",
+                          path, why);
+    }
+    if (rename(tmp, path) != 0) {
         int e = errno;
         unlink(tmp);
         return ktune_fail(err, "%s: %s", path, strerror(e));
@@ -142,7 +161,7 @@ int ktune_file_write_if_changed(const char *path, const char *data, size_t len, 
 int ktune_is_identifier(const char *s, size_t max)
 {
     size_t n = strlen(s);
-    if (n == 0 || n > max)
+    if (n == 0 || n > max || strncmp(s, "m4_", 3) == 0 || strncmp(s, "kt4_", 4) == 0)
         return 0;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
@@ -162,6 +181,10 @@ int ktune_is_safe_text(const char *s, size_t max)
         unsigned char c = (unsigned char)s[i];
         if (c < 0x20 || c > 0x7e || c == '\\' || c == '"' || c == '[' || c == ']' || c == '`' ||
             c == '\'' || c == '$' || c == '#' || c == ',' || c == '(' || c == ')')
+            return 0;
+        /* a comment's end or start, and C's trigraphs (??/ is a backslash in C11) */
+        if (i + 1 < n && ((c == '*' && s[i + 1] == '/') || (c == '/' && s[i + 1] == '*') ||
+                          (c == '?' && s[i + 1] == '?')))
             return 0;
     }
     return 1;

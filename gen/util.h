@@ -27,11 +27,18 @@ char *ktune_file_read(const char *path, size_t *len, ktune_err *err);
 /* Writes data unless the file already holds exactly it: 1 written, 0 unchanged, -1 error. The
  * write goes to a temporary file renamed over the target, so a failure never leaves half a file. */
 int ktune_file_write_if_changed(const char *path, const char *data, size_t len, ktune_err *err);
+/* The same, and validate(temporary path, ctx, err) must return 0 before the temporary file is
+ * renamed over path: a file that would not read back leaves the old one as it was. */
+typedef int (*ktune_validate_fn)(const char *path, void *ctx, ktune_err *err);
+int ktune_file_write_validated(const char *path, const char *data, size_t len,
+                               ktune_validate_fn validate, void *ctx, ktune_err *err);
 int ktune_mkdirs(const char *path, ktune_err *err);
 
-/* [A-Za-z_][A-Za-z0-9_]*, at most max characters. */
+/* [A-Za-z_][A-Za-z0-9_]*, at most max characters, not beginning with m4_ or kt4_: the names of
+ * m4's builtins and of the templates' macros are out of every name's reach. */
 int ktune_is_identifier(const char *s, size_t max);
-/* Text safe inside a C string literal and an m4 argument: printable ASCII without \ " [ ]. */
+/* Text safe inside a C string literal, a C comment and a quoted m4 argument: printable ASCII
+ * without \ " ' ` [ ] ( ) , $ #, and without the pairs slash-star, star-slash and ??. */
 int ktune_is_safe_text(const char *s, size_t max);
 /* A relative or absolute path of [A-Za-z0-9_./+-]. */
 int ktune_is_safe_path(const char *s);

@@ -301,7 +301,7 @@ int ktune_expect_identifier(const char *file, const ktune_node *n, const char *w
     if (!ktune_is_identifier(n->value, 40))
         return ktune_fail_at(err, file, n->line, n->col,
                              "%s must be an identifier ([A-Za-z_][A-Za-z0-9_]*, at most 40 "
-                             "characters), not '%s'",
+                             "characters, not beginning with m4_ or kt4_), not '%s'",
                              what, n->value);
     return 0;
 }
@@ -313,7 +313,7 @@ int ktune_expect_text(const char *file, const ktune_node *n, const char *what, k
     if (!ktune_is_safe_text(n->value, 200))
         return ktune_fail_at(err, file, n->line, n->col,
                              "%s holds a character that is not allowed (printable ASCII without "
-                             "\\ \" ' ` [ ] ( ) , $ #, at most 200)",
+                             "\\ \" ' ` [ ] ( ) , $ # /* */ ??, at most 200)",
                              what);
     return 0;
 }

@@ -1,24 +1,33 @@
 m4_divert(-1)
 # A family's space as C: variant ids, key description, defaults, and the validity check that the
-# runtime applies before it launches a configuration. Every value arrives validated from C.
-m4_define([[kt4_variant_enum]], [[    kt4_PREFIX[[]]_VARIANT_$2 = $3,
+# runtime applies before it launches a configuration. Every value arrives validated from C, and
+# every text argument is output quoted (never read as a macro call); INDEX arguments are numbers.
+#   kt4_keys: kt4_key(NAME, KIND, INDEX, IS_DTYPE) a key dimension: its name, KTUNE_DIM_INT or
+#             KTUNE_DIM_DTYPE, its position, 1 for a dtype dimension else 0
+#   kt4_limits: kt4_limit(NAME, FIELD) a device limit: its name in constraints, its ktune_device
+#             field
+#   kt4_variants: kt4_variant(NAME, UPPER, INDEX, PARAMS, CONDITION) a variant: its name, in upper
+#             case, its id, its parameters as kt4_param(NAME, INDEX) calls (expanded here), and
+#             its constraints as one C expression over k_<dim>, k_<dim>_bytes, d_<limit>, p_<param>
+#   kt4_defaults: kt4_default(CONFIG) the defaults, in order
+m4_define([[kt4_variant_enum]], [[    kt4_PREFIX[[]]_VARIANT_[[$2]] = $3,
 ]])
-m4_define([[kt4_key_name]], [["$1", ]])
-m4_define([[kt4_key_kind]], [[$2, ]])
+m4_define([[kt4_key_name]], [["[[$1]]", ]])
+m4_define([[kt4_key_kind]], [[[[$2]], ]])
 m4_define([[kt4_key_local]], [[m4_ifelse([[$4]], [[1]],
-[[    const int64_t k_$1_bytes = ktune_dtype_bytes(k[$3]);
-    (void)k_$1_bytes;
-]], [[    const int64_t k_$1 = k[$3];
-    (void)k_$1;
+[[    const int64_t k_[[$1]]_bytes = ktune_dtype_bytes(k[$3]);
+    (void)k_[[$1]]_bytes;
+]], [[    const int64_t k_[[$1]] = k[$3];
+    (void)k_[[$1]];
 ]])]])
-m4_define([[kt4_limit_local]], [[    const int64_t d_$1 = (int64_t)d->$2;
-    (void)d_$1;
+m4_define([[kt4_limit_local]], [[    const int64_t d_[[$1]] = (int64_t)d->[[$2]];
+    (void)d_[[$1]];
 ]])
-m4_define([[kt4_param_local]], [[        const int64_t p_$1 = p[$2];
-        (void)p_$1;
+m4_define([[kt4_param_local]], [[        const int64_t p_[[$1]] = p[$2];
+        (void)p_[[$1]];
 ]])
-m4_define([[kt4_variant_case]], [[    case kt4_PREFIX[[]]_VARIANT_$2: {
-m4_define([[kt4_param]], m4_defn([[kt4_param_local]]))$4        return $5;
+m4_define([[kt4_variant_case]], [[    case kt4_PREFIX[[]]_VARIANT_[[$2]]: {
+m4_define([[kt4_param]], m4_defn([[kt4_param_local]]))$4        return [[$5]];
     }
 ]])
 m4_divert(0)m4_dnl
@@ -45,7 +54,7 @@ m4_define([[kt4_key]], [[kt4_key_kind($@)]])m4_dnl
 static const ktune_dim_kind kt4_prefix[[]]_key_kinds[] = {kt4_keys};
 
 /* In order: the first one valid for a key is the default for that key. */
-m4_define([[kt4_default]], [["$1", ]])m4_dnl
+m4_define([[kt4_default]], [["[[$1]]", ]])m4_dnl
 static const char *const kt4_prefix[[]]_defaults[] = {kt4_defaults};
 
 /* Whether every constraint of the variant holds for the key on the device. */

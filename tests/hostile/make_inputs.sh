@@ -42,3 +42,8 @@ space map_keys_2000 "$(printf '  v:\n    params:\n      a: [1]\n    doc: {%s}' "
     "  - {variant: v, a: 1}"
 # a --where that nests too deep
 repeat '(' 20000 >where_parens.txt
+# names in m4's or the templates' namespace
+space key_kt4_keys "$(printf '  v:\n    params:\n      a: [1]')" "  - {variant: v, a: 1}" \
+    "  - list: [{kt4_keys: 8}]" "  - {name: kt4_keys}"
+space param_m4_dnl "$(printf '  v:\n    params:\n      m4_dnl: [1]')" "  - {variant: v, m4_dnl: 1}"
+sed 's/^family: h$/family: m4_dnl/' default_twice.yaml >family_m4_dnl.yaml
