@@ -2,11 +2,35 @@
 # A tools-only build of ktune and the workers is made under <build>/ktune-sweep-tools, then
 # `ktune sweep <family> --apply` measures into <build>/ktune-runs/<stamp>/<family> and merges the
 # winners into generated/<device>/ (the registry and the header), which this configure then
-# compiles in. Without a GPU it stops and changes nothing. An interrupted sweep resumes on the
-# next configure; a finished one turns KTUNE_SWEEP back off.
+# compiles in. Without a GPU it stops before building anything, changes nothing, and turns
+# KTUNE_SWEEP back off (so that the next configure uses the committed tables). An interrupted
+# sweep resumes on the next configure; a finished one turns KTUNE_SWEEP back off.
 if(NOT KTUNE_SWEEP)
   return()
 endif()
+
+# A configure that cannot sweep: turn the option back off, say why, stop.
+function(ktune_sweep_refuse why)
+  set(KTUNE_SWEEP OFF CACHE BOOL "Re-tune every family on this machine's GPU at configure time" FORCE)
+  message(FATAL_ERROR "ktune: KTUNE_SWEEP needs a CUDA GPU on this machine: ${why}\n"
+                      "Nothing was built or changed, and KTUNE_SWEEP is OFF again: configure "
+                      "again to build with the committed tables.")
+endfunction()
+
+# Is there a GPU? A small program asks the CUDA runtime, before minutes of building.
+try_run(probe_rc probe_built "${CMAKE_BINARY_DIR}/ktune-gpu-probe"
+  "${PROJECT_SOURCE_DIR}/cmake/KtuneGpuProbe.c"
+  CMAKE_FLAGS "-DINCLUDE_DIRECTORIES=${CUDAToolkit_INCLUDE_DIRS}"
+  LINK_LIBRARIES CUDA::cudart_static
+  COMPILE_OUTPUT_VARIABLE probe_compile RUN_OUTPUT_VARIABLE probe_out)
+string(STRIP "${probe_out}" probe_out)
+if(NOT probe_built)
+  file(WRITE "${CMAKE_BINARY_DIR}/ktune-gpu-probe.log" "${probe_compile}")
+  ktune_sweep_refuse("the GPU probe did not build (see ${CMAKE_BINARY_DIR}/ktune-gpu-probe.log)")
+elseif(NOT probe_rc EQUAL 0)
+  ktune_sweep_refuse("${probe_out}")
+endif()
+message(STATUS "ktune: sweeping on ${probe_out}")
 
 if(NOT KTUNE_SWEEP_RUN_DIR)
   string(TIMESTAMP stamp "%Y%m%d-%H%M%S" UTC)
@@ -41,10 +65,8 @@ foreach(family IN LISTS KTUNE_FAMILIES)
     COMMAND "${tools}/ktune" sweep ${family} --run "${KTUNE_SWEEP_RUN_DIR}/${family}"
             --registry-dir "${PROJECT_SOURCE_DIR}/generated" --apply
     RESULT_VARIABLE rc)
-  if(rc EQUAL 2)
-    message(FATAL_ERROR "ktune: KTUNE_SWEEP needs a CUDA GPU on this machine (see the message "
-                        "above); nothing was changed. Configure without -DKTUNE_SWEEP=ON to use "
-                        "the committed tables.")
+  if(rc EQUAL 4)
+    ktune_sweep_refuse("the ${family} sweep found no usable GPU (see the message above)")
   elseif(rc EQUAL 130)
     message(FATAL_ERROR "ktune: the ${family} sweep was interrupted; configure again to resume "
                         "${KTUNE_SWEEP_RUN_DIR}/${family}")

@@ -16,8 +16,9 @@ static int open_device_registry(const ktune_space *s, const char *registry_dir,
                                 const ktune_worker_opts *wopts, ktune_worker *w,
                                 ktune_registry *reg, char *path, size_t size, ktune_err *err)
 {
-    if (ktune_worker_start(w, wopts, err))
-        return -1;
+    int started = ktune_worker_start(w, wopts, err);
+    if (started)
+        return started;
     char slug[256];
     ktune_device_slug(w->device.name, slug, sizeof slug, '-');
     snprintf(path, size, "%s/%s/%s.yaml", registry_dir, slug, s->family);
@@ -99,8 +100,9 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
     char path[4096], vendor[64] = "";
     if (s->nvariants > 64)
         return ktune_fail(err, "bench: %s has more than 64 variants", s->family);
-    if (open_device_registry(s, registry_dir, wopts, &w, &reg, path, sizeof path, err))
-        return -1;
+    int opened = open_device_registry(s, registry_dir, wopts, &w, &reg, path, sizeof path, err);
+    if (opened)
+        return opened;
     int64_t limits[KTUNE_NLIMITS];
     ktune_limits_from(&w.device, limits);
     int dtype_dim = -1, x_dim = -1;
@@ -201,7 +203,8 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
         points[n].variant_us = vus;
         n++;
         if (dtype_dim >= 0 && bytes / 2 >= KTUNE_BIG_BYTES)
-            worst_big[e->key[dtype_dim]] = fmin(worst_big[e->key[dtype_dim]], pct);
+            if (e->key[dtype_dim] >= 0 && e->key[dtype_dim] < 3)
+                worst_big[e->key[dtype_dim]] = fmin(worst_big[e->key[dtype_dim]], pct);
     }
     if (ktune_file_write_if_changed(csv_path, csv.data, csv.len, err) < 0)
         goto cleanup;
@@ -246,8 +249,9 @@ int ktune_verify_run(const ktune_space *s, const char *registry_dir,
     ktune_worker w;
     ktune_registry reg;
     char path[4096];
-    if (open_device_registry(s, registry_dir, wopts, &w, &reg, path, sizeof path, err))
-        return -1;
+    int opened = open_device_registry(s, registry_dir, wopts, &w, &reg, path, sizeof path, err);
+    if (opened)
+        return opened;
     int rc = 0, slower = 0, broken = 0;
     fprintf(out, "%-36s %-36s %12s %12s %8s  %s\n", "key", "config", "committed_us", "now_us",
             "ratio", "verdict");

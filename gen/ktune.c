@@ -27,6 +27,34 @@
 #define KTUNE_CUDA_FLAGS ""
 #endif
 
+/* The exit codes of every command, in one place: --help prints them, the README lists them. */
+#define KTUNE_EXIT_MAP(X)                                                                         \
+    X(KTUNE_EXIT_OK, 0, "success")                                                                \
+    X(KTUNE_EXIT_FAILED, 1,                                                                       \
+      "bad input (a space, model, registry or run folder that does not load, named\n"             \
+      "               file:line:col) or a command that failed; nothing committed changed")        \
+    X(KTUNE_EXIT_USAGE, 2, "a bad command line (unknown command or option, bad value)")           \
+    X(KTUNE_EXIT_BUDGET, 3, "sweep --budget ran out; the same command resumes")                   \
+    X(KTUNE_EXIT_NO_GPU, 4, "no usable GPU (no driver, no device): sweep, bench, verify")         \
+    X(KTUNE_EXIT_CHECK, 5,                                                                        \
+      "a check failed: verify found an entry slower or wrong, emit --check a header\n"            \
+      "               out of date")                                                               \
+    X(KTUNE_EXIT_INTERRUPTED, 130, "interrupted (Ctrl-C); a sweep resumes with the same command")
+
+enum {
+#define KTUNE_EXIT_ENUM(name, code, text) name = code,
+    KTUNE_EXIT_MAP(KTUNE_EXIT_ENUM)
+#undef KTUNE_EXIT_ENUM
+};
+
+static void exit_codes_print(FILE *out)
+{
+    fprintf(out, "\nexit codes:\n");
+#define KTUNE_EXIT_LINE(name, code, text) fprintf(out, "  %-3d          %s\n", code, text);
+    KTUNE_EXIT_MAP(KTUNE_EXIT_LINE)
+#undef KTUNE_EXIT_LINE
+}
+
 static const char usage_text[] =
     "usage: ktune <command> [<family>] [options]\n"
     "\n"
@@ -122,7 +150,7 @@ static int usage_error(const char *fmt, const char *arg)
     fprintf(stderr, "ktune: ");
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\n(ktune --help shows the usage)\n");
-    return 2;
+    return KTUNE_EXIT_USAGE;
 }
 
 static int parse_int_arg(const char *name, const char *v, int min, int max, int *out)
@@ -288,7 +316,7 @@ static int parse_options(int argc, char **argv, options *o)
         else
             rc = parse_double_arg(a, v, 0.1, &o->config_timeout);
         if (rc)
-            return 2;
+            return KTUNE_EXIT_USAGE;
         i++;
     }
     return 0;
@@ -312,7 +340,7 @@ static int load_space(const options *o, ktune_space *s)
     ktune_err err;
     if (ktune_space_load_with(path, &so, s, &err)) {
         fprintf(stderr, "%s\n", err.msg);
-        return 1;
+        return KTUNE_EXIT_FAILED;
     }
     return 0;
 }
@@ -362,14 +390,19 @@ static void source_revision(const options *o, char *out, size_t size)
     pclose(p);
 }
 
-/* Registries of the family under the registry dir, sorted by device folder. */
+/* Registries of the family under the registry dir, sorted by device folder. Fails (printing
+ * why) when the dir cannot be read, or two registries are tables of the same device: their
+ * headers would define the same table, and the library would keep one of them. */
 static int registries_find(const options *o, const ktune_space *s, char ***paths, int *count)
 {
     *paths = NULL;
     *count = 0;
     DIR *d = opendir(o->registry_dir);
-    if (!d)
-        return 0;
+    if (!d) {
+        fprintf(stderr, "ktune: --registry-dir %s: cannot open: %s\n", o->registry_dir,
+                strerror(errno));
+        return -1;
+    }
     struct dirent *e;
     int cap = 0;
     while ((e = readdir(d))) {
@@ -390,7 +423,26 @@ static int registries_find(const options *o, const ktune_space *s, char ***paths
             (*paths)[j] = (*paths)[j - 1];
             (*paths)[j - 1] = t;
         }
-    return 0;
+    ktune_registry *regs = calloc((size_t)*count + 1, sizeof *regs);
+    int loaded = 0, rc = 0;
+    for (; rc == 0 && loaded < *count; loaded++) {
+        ktune_err err;
+        if (ktune_registry_load((*paths)[loaded], s, &regs[loaded], &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            rc = -1;
+            break;
+        }
+        for (int j = 0; rc == 0 && j < loaded; j++)
+            if (strcmp(regs[j].device, regs[loaded].device) == 0 && regs[j].sms == regs[loaded].sms) {
+                fprintf(stderr, "ktune: %s and %s are both tables of %s (%d SMs); keep one\n",
+                        (*paths)[j], (*paths)[loaded], regs[j].device, regs[j].sms);
+                rc = -1;
+            }
+    }
+    for (int i = 0; i < loaded; i++)
+        ktune_registry_free(&regs[i]);
+    free(regs);
+    return rc;
 }
 
 static void registries_free(char **paths, int count)
@@ -457,12 +509,21 @@ static int cmd_emit(const options *o, const ktune_space *s)
 {
     char **paths;
     int count, bad = 0;
-    registries_find(o, s, &paths, &count);
+    if (registries_find(o, s, &paths, &count)) {
+        registries_free(paths, count);
+        return KTUNE_EXIT_FAILED;
+    }
+    if (count == 0) {
+        fprintf(stderr, "ktune: no %s registry under %s (<device>/%s.yaml)\n", s->family,
+                o->registry_dir, s->family);
+        registries_free(paths, count);
+        return KTUNE_EXIT_FAILED;
+    }
     for (int i = 0; i < count; i++) {
         int rc = emit_one(o, s, paths[i], o->check);
         if (rc < 0) {
             registries_free(paths, count);
-            return 1;
+            return KTUNE_EXIT_FAILED;
         }
         bad += rc;
     }
@@ -470,7 +531,7 @@ static int cmd_emit(const options *o, const ktune_space *s)
         fprintf(stderr, "ktune: %d %s header%s in sync with %s\n", count, s->family,
                 count == 1 ? "" : "s", o->registry_dir);
     registries_free(paths, count);
-    return bad ? 1 : 0;
+    return bad ? KTUNE_EXIT_CHECK : KTUNE_EXIT_OK;
 }
 
 static int cmd_gen(const options *o, const ktune_space *s)
@@ -481,7 +542,10 @@ static int cmd_gen(const options *o, const ktune_space *s)
     ktune_emit_tools tools = {o->m4, o->templates};
     char **paths;
     int count, rc = 1;
-    registries_find(o, s, &paths, &count);
+    if (registries_find(o, s, &paths, &count)) {
+        registries_free(paths, count);
+        return KTUNE_EXIT_FAILED;
+    }
     ktune_registry *regs = calloc((size_t)count + 1, sizeof *regs);
     char **headers = calloc((size_t)count + 1, sizeof *headers);
     int *all = malloc(sizeof *all * (size_t)s->nconfigs);
@@ -554,13 +618,13 @@ static int do_apply(const options *o, const ktune_space *s, const char *run)
     if (ktune_registry_path_for_run(s, run, o->registry_dir, reg_path, sizeof reg_path, &err) ||
         ktune_apply_run(s, run, reg_path, o->force, stderr, &counts, &changed, &err)) {
         fprintf(stderr, "%s\n", err.msg);
-        return 1;
+        return KTUNE_EXIT_FAILED;
     }
     fprintf(stderr, "ktune: %s: %d added, %d replaced, %d kept%s\n", reg_path, counts.added,
             counts.replaced, counts.kept, changed ? "" : "; registry unchanged");
     if (access(reg_path, F_OK) != 0)
         return 0;
-    return emit_one(o, s, reg_path, 0) < 0 ? 1 : 0;
+    return emit_one(o, s, reg_path, 0) < 0 ? KTUNE_EXIT_FAILED : KTUNE_EXIT_OK;
 }
 
 /* --gpus: this program again, once a GPU (--shard i/N --gpu g --run RUN/gpu<g>), then a merge of
@@ -614,14 +678,16 @@ static int sweep_gpus(const options *o, const ktune_space *s, const char *run)
             _exit(127);
         }
     }
-    int failed = 0, interrupted = 0;
+    int failed = 0, interrupted = 0, no_gpu = 0;
     for (int i = 0; i < n; i++) {
         int status = 0;
         while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR)
             ;
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        if (code == 130)
+        if (code == KTUNE_EXIT_INTERRUPTED)
             interrupted = 1;
+        else if (code == KTUNE_EXIT_NO_GPU)
+            no_gpu++; /* it said why, and wrote nothing */
         else if (code != 0) {
             fprintf(stderr, "ktune: the sweep on GPU %d exited %d; see %s\n", gpus[i], code,
                     runs[i]);
@@ -629,13 +695,15 @@ static int sweep_gpus(const options *o, const ktune_space *s, const char *run)
         }
     }
     if (interrupted)
-        return 130;
+        return KTUNE_EXIT_INTERRUPTED;
+    if (no_gpu)
+        return KTUNE_EXIT_NO_GPU;
     if (failed)
-        return 1;
+        return KTUNE_EXIT_FAILED;
     ktune_err err;
     if (ktune_merge_runs(s, run, run_list, n, &err)) {
         fprintf(stderr, "%s\n", err.msg);
-        return 1;
+        return KTUNE_EXIT_FAILED;
     }
     fprintf(stderr, "ktune: merged the runs of %d GPUs into %s\n", n, run);
     return 0;
@@ -699,16 +767,16 @@ static int cmd_sweep(const options *o, const ktune_space *s)
     int rc = ktune_sweep_run(&so, &err);
     if (rc == KTUNE_SWEEP_NO_DEVICE) {
         fprintf(stderr, "ktune: no GPU to sweep on: %s\nktune: nothing was changed\n", err.msg);
-        return 2;
+        return KTUNE_EXIT_NO_GPU;
     }
     if (rc < 0) {
         fprintf(stderr, "%s\n", err.msg);
-        return 1;
+        return KTUNE_EXIT_FAILED;
     }
     if (rc == KTUNE_SWEEP_INTERRUPTED)
-        return 130;
+        return KTUNE_EXIT_INTERRUPTED;
     if (rc == KTUNE_SWEEP_BUDGET_SPENT)
-        return 3;
+        return KTUNE_EXIT_BUDGET;
     return o->apply ? do_apply(o, s, run) : 0;
 }
 
@@ -773,7 +841,10 @@ static int cmd_show(const options *o, const ktune_space *s)
         return usage_error("--crossover: '%s' is not an integer dimension of the key", o->crossover);
     char **paths;
     int count;
-    registries_find(o, s, &paths, &count);
+    if (registries_find(o, s, &paths, &count)) {
+        registries_free(paths, count);
+        return KTUNE_EXIT_FAILED;
+    }
     if (count == 0)
         printf("no %s registry under %s\n", s->family, o->registry_dir);
     for (int i = 0; i < count; i++) {
@@ -782,7 +853,7 @@ static int cmd_show(const options *o, const ktune_space *s)
         if (ktune_registry_load(paths[i], s, &reg, &err)) {
             fprintf(stderr, "%s\n", err.msg);
             registries_free(paths, count);
-            return 1;
+            return KTUNE_EXIT_FAILED;
         }
         double log_gain = 0;
         printf("%s: %s (%d SMs, cc %d), %d keys\n", paths[i], reg.device, reg.sms, reg.cc,
@@ -829,7 +900,8 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         fputs(usage_text, stdout);
-        return 0;
+        exit_codes_print(stdout);
+        return KTUNE_EXIT_OK;
     }
     options o;
     int rc = parse_options(argc, argv, &o);
@@ -861,7 +933,7 @@ int main(int argc, char **argv)
         if (!o.space) {
             if (ktune_run_info_load(meta, &info, &err)) {
                 fprintf(stderr, "%s\n", err.msg);
-                return 1;
+                return KTUNE_EXIT_FAILED;
             }
             o2.family = info.family;
         }
@@ -874,7 +946,7 @@ int main(int argc, char **argv)
             else
                 fprintf(stderr, "ktune: merged %d runs into %s\n", o.npositionals - 1,
                         o.positionals[0]);
-            rc = rc ? 1 : 0;
+            rc = rc ? KTUNE_EXIT_FAILED : KTUNE_EXIT_OK;
         } else {
             rc = do_apply(&o2, &s, run);
         }
@@ -901,8 +973,12 @@ int main(int argc, char **argv)
         rc = ktune_verify_run(&s, o.registry_dir, &w, o.config_timeout, o.threshold / 100, stdout,
                               &err);
         if (rc < 0)
-            fprintf(stderr, "%s\n", err.msg);
-        rc = rc < 0 ? 2 : rc;
+            fprintf(stderr, "%s%s\n", rc == KTUNE_WORKER_NO_DEVICE ? "ktune: no GPU to verify on: " : "",
+                    err.msg);
+        rc = rc == KTUNE_WORKER_NO_DEVICE ? KTUNE_EXIT_NO_GPU
+             : rc < 0                     ? KTUNE_EXIT_FAILED
+             : rc > 0                     ? KTUNE_EXIT_CHECK
+                                          : KTUNE_EXIT_OK;
     } else {
         char worker[4096], out[4096];
         default_worker(&o, &s, worker, sizeof worker);
@@ -914,8 +990,11 @@ int main(int argc, char **argv)
         rc = ktune_bench_run(&s, o.registry_dir, &w, o.config_timeout * 10, out, o.plot, stdout,
                              &err);
         if (rc)
-            fprintf(stderr, "%s\n", err.msg);
-        rc = rc ? 1 : 0;
+            fprintf(stderr, "%s%s\n", rc == KTUNE_WORKER_NO_DEVICE ? "ktune: no GPU to bench on: " : "",
+                    err.msg);
+        rc = rc == KTUNE_WORKER_NO_DEVICE ? KTUNE_EXIT_NO_GPU
+             : rc                         ? KTUNE_EXIT_FAILED
+                                          : KTUNE_EXIT_OK;
     }
     ktune_space_free(&s);
     return rc;

@@ -626,11 +626,13 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     wopts.log_path = NULL;
     char start_state[256], end_state[256];
     FILE *state_query = gpu_state_query(o->worker.device); /* while the worker starts */
-    int started = ktune_worker_start(&w, &wopts, err) == 0;
+    int started = ktune_worker_start(&w, &wopts, err);
     gpu_state_read(state_query, start_state, sizeof start_state);
     state_query = NULL;
-    if (!started)
+    if (started == KTUNE_WORKER_NO_DEVICE)
         return KTUNE_SWEEP_NO_DEVICE;
+    if (started != 0)
+        return -1;
     if (ktune_mkdirs(o->run_dir, err)) {
         ktune_worker_stop(&w);
         return -1;

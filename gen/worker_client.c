@@ -143,7 +143,8 @@ static int spawn(ktune_worker *w, ktune_err *err)
     }
     if (line[0] == 'E') {
         reap(w, 1, NULL, 0);
-        return ktune_fail(err, "%s: %s", w->opts.program, line + 2);
+        ktune_fail(err, "%s: %s", w->opts.program, line + 2);
+        return KTUNE_WORKER_NO_DEVICE;
     }
     ktune_worker_device *d = &w->device;
     int name_at = 0;

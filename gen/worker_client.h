@@ -54,6 +54,11 @@ typedef enum {
 /* Set by the tool's SIGINT/SIGTERM handler; a wait for an answer gives up when it is set. */
 extern volatile sig_atomic_t ktune_interrupted;
 
+/* What ktune_worker_start returns when the worker started but found no usable GPU (no driver, no
+ * device, a device it cannot use): err says which. */
+#define KTUNE_WORKER_NO_DEVICE (-2)
+
+/* 0, KTUNE_WORKER_NO_DEVICE, or -1 (the worker did not start or did not answer). */
 int ktune_worker_start(ktune_worker *w, const ktune_worker_opts *opts, ktune_err *err);
 /* Sends line (without newline); restarts the worker first if it is gone. */
 int ktune_worker_request(ktune_worker *w, const char *line, double timeout_s, char *reply,

@@ -1235,6 +1235,23 @@ void *ktune_worker_arena(size_t bytes, cudaError_t *error)
     return block;
 }
 
+/* Why there is no device to measure on, in words a user can act on. */
+static const char *device_error_text(cudaError_t e)
+{
+    switch (e) {
+    case cudaErrorInsufficientDriver:
+        return "no NVIDIA driver is loaded, or it is older than this CUDA runtime needs "
+               "(cudaErrorInsufficientDriver)";
+    case cudaErrorNoDevice:
+        return "the driver sees no CUDA device (cudaErrorNoDevice; is CUDA_VISIBLE_DEVICES "
+               "empty?)";
+    case cudaErrorInvalidDevice:
+        return "there is no device of that number (cudaErrorInvalidDevice; see --gpu)";
+    default:
+        return cudaGetErrorString(e);
+    }
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -1280,7 +1297,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < max_screen; i++)
         check_counters_init[2 * i + 1] = ~0ULL;
     if (e != cudaSuccess) {
-        reply("E no usable CUDA device %d: %s\n", opt.device, cudaGetErrorString(e));
+        reply("E no usable CUDA device %d: %s\n", opt.device, device_error_text(e));
         return 2;
     }
     cudaDriverGetVersion(&driver);

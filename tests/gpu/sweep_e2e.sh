@@ -7,7 +7,7 @@ rm -rf "$work" && mkdir -p "$work/reg"
 "$ktune" sweep --space "$space" --worker "$worker" --run "$work/run" --registry-dir "$work/reg" \
   --samples 5 --apply
 rc=$?
-if [ $rc -eq 2 ]; then echo "no GPU: skipped"; exit 77; fi
+if [ $rc -eq 4 ]; then echo "no GPU: skipped"; exit 77; fi
 [ $rc -eq 0 ] || { echo "FAIL: sweep exited $rc"; exit 1; }
 fail=0
 reg=$(ls "$work"/reg/*/softmax.yaml 2>/dev/null | head -1)

@@ -7,7 +7,7 @@ rm -rf "$work" && mkdir -p "$work"
 "$ktune" sweep --space "$space" --worker "$worker" --run "$work/run" --registry-dir "$work/reg" \
   --config-timeout 5 --samples 3 --min-sample-us 50
 rc=$?
-if [ $rc -eq 2 ]; then echo "no GPU: skipped"; exit 77; fi
+if [ $rc -eq 4 ]; then echo "no GPU: skipped"; exit 77; fi
 [ $rc -eq 0 ] || { echo "FAIL: sweep exited $rc"; exit 1; }
 fail=0
 run=$work/run

@@ -23,7 +23,7 @@ table() { # key,config of every entry of run $1's registry, keys as trials.csv w
 
 "$ktune" sweep $(args a) >"$work/a.log" 2>&1
 rc=$?
-if [ $rc -eq 2 ]; then echo "no GPU: skipped"; exit 77; fi
+if [ $rc -eq 4 ]; then echo "no GPU: skipped"; exit 77; fi
 [ $rc -eq 0 ] || { tail -5 "$work/a.log"; echo "FAIL: the uninterrupted sweep exited $rc"; exit 1; }
 total=$(trials a)
 

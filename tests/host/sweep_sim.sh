@@ -200,9 +200,20 @@ before=$(find "$work/reg" -type f | xargs md5sum)
 KTUNE_SIM_NO_DEVICE=1 sweep "$work/g" --apply >"$work/g.log" 2>&1
 rc=$?
 cat "$work/g.log"
-[ $rc -eq 2 ] || bad "no device: exit $rc, not 2"
+[ $rc -eq 4 ] || bad "no device: exit $rc, not 4"
 grep -q "no GPU to sweep on" "$work/g.log" || bad "no device: no clear message"
 [ ! -e "$work/g" ] || bad "no device: a run folder was made"
+KTUNE_SIM_NO_DEVICE=1 sweep "$work/g" --gpus 0,1 --apply >"$work/g2.log" 2>&1
+rc=$?
+[ $rc -eq 4 ] || bad "no device, --gpus: exit $rc, not 4"
+[ ! -e "$work/g" ] || bad "no device, --gpus: a run folder was made"
+for cmd in verify bench; do
+  KTUNE_SIM_NO_DEVICE=1 "$ktune" $cmd --space "$space" --worker "$worker" --registry-dir "$work/reg" \
+    --out "$work/nodev.csv" >"$work/g3.log" 2>&1
+  rc=$?
+  [ $rc -eq 4 ] || bad "no device, $cmd: exit $rc, not 4"
+  grep -q "no GPU to $cmd on: .*no usable CUDA device 0" "$work/g3.log" || bad "no device, $cmd: no clear message"
+done
 [ "$before" = "$(find "$work/reg" -type f | xargs md5sum)" ] || bad "no device: the registry changed"
 
 note "verify: the committed table re-measured, the performance gate"
@@ -215,7 +226,7 @@ cat "$work/v1.log"
 KTUNE_SIM_BONUS=good_tile4:0.6 "$ktune" verify --space "$space" --worker "$worker" --registry-dir "$work/reg" >"$work/v2.log" 2>&1
 rc=$?
 cat "$work/v2.log"
-[ $rc -eq 1 ] || bad "verify of a 20% slower entry exited $rc, not 1"
+[ $rc -eq 5 ] || bad "verify of a 20% slower entry exited $rc, not 5"
 grep -q "n=64 .*good_tile4 .*SLOWER" "$work/v2.log" || bad "verify does not name the slower entry"
 KTUNE_SIM_BONUS=good_tile4:0.6 "$ktune" verify --space "$space" --worker "$worker" --registry-dir "$work/reg" --threshold 25 >/dev/null 2>&1 ||
   bad "verify failed within a 25% threshold"
