@@ -109,6 +109,12 @@ static const char usage_text[] =
     "                            variant (gnuplot)\n"
     "  verify <family>   re-measure this GPU's committed table; fail when an entry is slower than\n"
     "                    recorded by more than --threshold percent (5), or no longer correct\n"
+    "  explain <family> KEY\n"
+    "                    which config the library picks for KEY ('dtype=f16 rows=4 cols=1000')\n"
+    "                    and why, on this GPU or, with --device, on a device described (no GPU\n"
+    "                    needed; --sms and --cc default to those of the device's committed\n"
+    "                    table)\n"
+    "      --device NAME --sms N --cc C\n"
     "  expand <family>   the space: config and shape counts; --list prints them\n"
     "  gen <family>      the build's generated sources (used by CMake)\n"
     "      --out DIR --shards N\n"
@@ -135,6 +141,8 @@ typedef struct {
     int npositionals;
     const char *space, *spaces_dir, *registry_dir, *templates, *m4, *worker;
     const char *run, *out, *source_rev, *gpus, *model, *crossover, *plot, *where, *search;
+    const char *device;
+    int sms, cc;
     int tp_size;
     int argc;
     char **argv;
@@ -234,7 +242,8 @@ static int parse_options(int argc, char **argv, options *o)
             "--min-sample-us", "--warmup-us", "--config-timeout", "--threshold", "--seed",
             "--max-configs-without-improvement", "--shard", "--shape-budget", "--budget", "--gpus",
             "--model", "--tp-size", "--crossover", "--plot", "--where", "--search", "--screen-samples",
-            "--screen-min-sample-us", "--screen-cut", "--final-margin", NULL};
+            "--screen-min-sample-us", "--screen-cut", "--final-margin", "--device", "--sms", "--cc",
+            NULL};
         int known = 0;
         for (const char *const *k = valued; *k && !known; k++)
             known = strcmp(*k, a) == 0;
@@ -270,6 +279,12 @@ static int parse_options(int argc, char **argv, options *o)
             o->plot = v;
         else if (strcmp(a, "--where") == 0)
             o->where = v;
+        else if (strcmp(a, "--device") == 0)
+            o->device = v;
+        else if (strcmp(a, "--sms") == 0)
+            rc = parse_int_arg(a, v, 1, 100000, &o->sms);
+        else if (strcmp(a, "--cc") == 0)
+            rc = parse_int_arg(a, v, 10, 1000, &o->cc);
         else if (strcmp(a, "--search") == 0) {
             if (strcmp(v, "staged") != 0 && strcmp(v, "exhaustive") != 0)
                 return usage_error("--search: '%s' is neither staged nor exhaustive", v);
@@ -880,6 +895,59 @@ static int cmd_show(const options *o, const ktune_space *s)
     return 0;
 }
 
+/* Runs ktune-explain (beside this program, linked with the library): the library's own selection,
+ * on a described device where --device names one; its SM count and compute capability come from
+ * the device's committed table unless given. */
+static int cmd_explain(const options *o, const ktune_space *s)
+{
+    if (o->npositionals != 2)
+        return usage_error("explain needs a family and a key, e.g. ktune explain softmax "
+                           "'dtype=f16 rows=4 cols=1000'%s", "");
+    int sms = o->sms, cc = o->cc;
+    if (o->device && (!sms || !cc)) {
+        char **paths;
+        int count, found = 0;
+        if (registries_find(o, s, &paths, &count)) {
+            registries_free(paths, count);
+            return KTUNE_EXIT_FAILED;
+        }
+        for (int i = 0; i < count && !found; i++) {
+            ktune_registry reg;
+            ktune_err err;
+            if (ktune_registry_load(paths[i], s, &reg, &err) == 0) {
+                if (strcmp(reg.device, o->device) == 0 && (!sms || sms == reg.sms)) {
+                    sms = sms ? sms : reg.sms;
+                    cc = cc ? cc : reg.cc;
+                    found = 1;
+                }
+                ktune_registry_free(&reg);
+            }
+        }
+        registries_free(paths, count);
+        if (!found)
+            return usage_error("--device %s: no committed table of that device; give --sms and "
+                               "--cc",
+                               o->device);
+    }
+    char self[PATH_MAX], program[PATH_MAX + 32], sms_text[16], cc_text[16];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(program, sizeof program, "%s/ktune-explain", n > 0 ? self : ".");
+    snprintf(sms_text, sizeof sms_text, "%d", sms);
+    snprintf(cc_text, sizeof cc_text, "%d", cc);
+    char *args[] = {program, (char *)s->family, (char *)o->positionals[1], "--device",
+                    (char *)o->device, "--sms", sms_text, "--cc", cc_text, NULL};
+    if (!o->device)
+        args[3] = NULL;
+    fflush(NULL);
+    execv(program, args);
+    fprintf(stderr, "ktune: cannot run %s: %s\n", program, strerror(errno));
+    return KTUNE_EXIT_FAILED;
+}
+
 static int cmd_expand(const options *o, const ktune_space *s)
 {
     printf("%s: %d variants, %d configs, %d defaults, %d shapes\n", s->family, s->nvariants,
@@ -907,14 +975,15 @@ int main(int argc, char **argv)
     int rc = parse_options(argc, argv, &o);
     if (rc)
         return rc;
-    static const char *const commands[] = {"sweep",  "apply",  "merge", "emit", "show",
-                                           "bench",  "verify", "expand", "gen", NULL};
+    static const char *const commands[] = {"sweep",  "apply",  "merge",   "emit", "show", "bench",
+                                           "verify", "expand", "explain", "gen",  NULL};
     int known = 0;
     for (const char *const *c = commands; *c; c++)
         known |= strcmp(*c, o.command) == 0;
     if (!known)
         return usage_error("unknown command '%s'", o.command);
-    if (o.npositionals > 1 && strcmp(o.command, "merge") != 0)
+    if (o.npositionals > (strcmp(o.command, "explain") == 0 ? 2 : 1) &&
+        strcmp(o.command, "merge") != 0)
         return usage_error("unexpected argument '%s'", o.positionals[1]);
     ktune_space s;
     if (strcmp(o.command, "apply") == 0 || strcmp(o.command, "merge") == 0) {
@@ -963,6 +1032,8 @@ int main(int argc, char **argv)
         rc = cmd_show(&o, &s);
     else if (strcmp(o.command, "expand") == 0)
         rc = cmd_expand(&o, &s);
+    else if (strcmp(o.command, "explain") == 0)
+        rc = cmd_explain(&o, &s);
     else if (strcmp(o.command, "gen") == 0)
         rc = cmd_gen(&o, &s);
     else if (strcmp(o.command, "verify") == 0) {

@@ -96,6 +96,28 @@ ktune_status ktune_matmul(const void *a, const void *w, void *c, int64_t m, int6
 ktune_status ktune_matmul_explain(int64_t m, int64_t n, int64_t k, ktune_dtype dtype,
                                   ktune_choice *choice);
 
+/* A device described rather than detected, to ask offline (on a machine without it, or without
+ * any GPU) which configuration a call would launch there. A field left 0 takes the usual value
+ * of the compute capability (max_threads 1024; smem_per_block the opt-in maximum of cc 7.0 to
+ * 12.0); l2_bytes 0 stays 0 (unknown). The table is chosen as on a device (name and SM count,
+ * then compute capability). */
+typedef struct {
+    const char *name; /* as cudaGetDeviceProperties spells it, e.g. "NVIDIA H100 80GB HBM3" */
+    int sms;
+    int cc;           /* compute capability, major * 10 + minor, e.g. 90 */
+    int max_threads;
+    int64_t smem_per_block;
+    int64_t l2_bytes;
+} ktune_device_spec;
+
+/* The configuration family (e.g. "softmax") would launch for key on device: key names every
+ * dimension of the family's key as name=value, in any order ("dtype=f16 rows=4 cols=1000";
+ * matmul: "dtype=bf16 m=16 n=4096 k=4096"). device NULL: the current device.
+ * KTUNE_ERROR_INVALID_ARGUMENT for an unknown family, a key that does not parse, or a device
+ * without a name, SMs or compute capability. */
+ktune_status ktune_explain(const char *family, const char *key, const ktune_device_spec *device,
+                           ktune_choice *choice);
+
 #ifdef __cplusplus
 }
 #endif

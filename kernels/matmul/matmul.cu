@@ -8,6 +8,8 @@ static_assert(KTUNE_MATMUL_NKEY == 4, "matmul keys are (dtype, m, n, k)");
 
 static const ktune_family family = ktune_matmul_family();
 
+extern "C" const ktune_family *ktune__matmul_family(void) { return &family; }
+
 static ktune_status choose(int64_t m, int64_t n, int64_t k, ktune_dtype dtype, int *instance,
                            ktune_choice *choice)
 {

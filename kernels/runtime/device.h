@@ -10,6 +10,9 @@ extern "C" {
 
 ktune_status ktune_device_current(const ktune_device **device);
 
+/* The device a spec describes, its zero limits filled from its compute capability (ktune.h). */
+ktune_status ktune_device_from_spec(const ktune_device_spec *spec, ktune_device *device);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,8 @@ static_assert(KTUNE_SOFTMAX_NKEY == 3, "softmax keys are (dtype, rows, cols)");
 
 static const ktune_family family = ktune_softmax_family();
 
+extern "C" const ktune_family *ktune__softmax_family(void) { return &family; }
+
 static ktune_status choose(int64_t rows, int64_t cols, ktune_dtype dtype, int *instance,
                            ktune_choice *choice)
 {

@@ -1,0 +1,20 @@
+/* Every family the library holds, by the accessor each family's .cu defines
+ * (ktune__<family>_family); the list is generated from the build's families. */
+#ifndef KTUNE_FAMILIES_H
+#define KTUNE_FAMILIES_H
+
+#include "ktune_table.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef const ktune_family *(*ktune_family_fn)(void);
+extern const ktune_family_fn ktune__families[];
+extern const int ktune__nfamilies;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# ktune explain without a GPU: for entries of each committed registry, the library (through
+# ktune-explain, on the registry's device described) picks the registry's config, exactly.
+# usage: explain.sh KTUNE REGISTRY_DIR
+set -u
+ktune=$1 dir=$2
+fail=0 checked=0
+for reg in "$dir"/*/*.yaml; do
+  family=$(basename "$reg" .yaml)
+  device=$(sed -n 's/^device: {name: "\(.*\)", sms: .*/\1/p' "$reg")
+  # the first, a middle and the last entry: their key fields, then the config
+  total=$(grep '^  - {' "$reg" | grep -vc '^  - {id:')
+  for n in 1 $(( (total + 1) / 2 )) "$total"; do
+    line=$(grep '^  - {' "$reg" | grep -v '^  - {id:' | sed -n "${n}p")
+    [ -n "$line" ] || continue
+    fields=${line#*\{}
+    key=$(sed 's/, config:.*//; s/: /=/g; s/, / /g' <<<"$fields")
+    config=$(sed 's/, us: .*//; s/.*config: //' <<<"$fields")
+    out=$("$ktune" explain "$family" "$key" --device "$device" 2>&1)
+    checked=$((checked + 1))
+    grep -q ": $config (exact; table of $device," <<<"$out" ||
+      { echo "FAIL: $family $key on $device: expected $config, got: $out"; fail=1; }
+  done
+done
+[ "$checked" -ge 6 ] || { echo "FAIL: only $checked entries checked"; fail=1; }
+echo "$checked entries explained as their registries say"
+exit $fail
