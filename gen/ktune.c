@@ -877,12 +877,21 @@ static int cmd_show(const options *o, const ktune_space *s)
             printf("  run %d: %s, driver %s, CUDA %s, source %s, %s\n", reg.runs[r].id,
                    reg.runs[r].name, reg.runs[r].driver, reg.runs[r].cuda, reg.runs[r].source,
                    reg.runs[r].date);
+        /* columns as wide as their widest cell */
+        int key_width = 3, config_width = 6;
+        for (int e = 0; e < reg.nentries; e++) {
+            char key[256];
+            ktune_space_key_format(s, reg.entries[e].key, key, sizeof key);
+            key_width = (int)strlen(key) > key_width ? (int)strlen(key) : key_width;
+            int len = (int)strlen(reg.entries[e].config);
+            config_width = len > config_width ? len : config_width;
+        }
         for (int e = 0; e < reg.nentries; e++) {
             char key[256];
             const ktune_entry *x = &reg.entries[e];
             ktune_space_key_format(s, x->key, key, sizeof key);
-            printf("  %-32s %-36s %10.3f us  default %10.3f us  %6.3fx\n", key, x->config, x->us,
-                   x->default_us, x->default_us / x->us);
+            printf("  %-*s  %-*s %10.3f us  default %10.3f us  %6.3fx\n", key_width, key,
+                   config_width, x->config, x->us, x->default_us, x->default_us / x->us);
             log_gain += log(x->default_us / x->us);
         }
         printf("  gain over the default: %.3fx (geomean of %d keys)\n",

@@ -633,6 +633,11 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
         return KTUNE_SWEEP_NO_DEVICE;
     if (started != 0)
         return -1;
+    if (!ktune_is_safe_text(w.device.name, 200)) {
+        ktune_worker_stop(&w);
+        return ktune_fail(err, "the device's name holds characters a run folder or a table may not "
+                               "hold (printable ASCII without \\ \" ' ` [ ] ( ) , $ # /* */ ??, at most 200)");
+    }
     if (ktune_mkdirs(o->run_dir, err)) {
         ktune_worker_stop(&w);
         return -1;

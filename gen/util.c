@@ -182,7 +182,8 @@ int ktune_is_safe_text(const char *s, size_t max)
         if (c < 0x20 || c > 0x7e || c == '\\' || c == '"' || c == '[' || c == ']' || c == '`' ||
             c == '\'' || c == '$' || c == '#' || c == ',' || c == '(' || c == ')')
             return 0;
-        /* a comment's end or start, and C's trigraphs (??/ is a backslash in C11) */
+        /* a comment's end or start, and C's trigraphs (two question marks, then a slash, are a
+         * backslash in C11) */
         if (i + 1 < n && ((c == '*' && s[i + 1] == '/') || (c == '/' && s[i + 1] == '*') ||
                           (c == '?' && s[i + 1] == '?')))
             return 0;
