@@ -266,9 +266,15 @@ static int check_registry_text(const ktune_registry *reg, ktune_err *err)
             !ktune_is_safe_text(r->date, 30))
             return ktune_fail(err, "run %d holds a character that is not allowed", r->id);
     }
-    for (int i = 0; i < reg->nentries; i++)
-        if (!ktune_is_identifier(reg->entries[i].config, KTUNE_CONFIG_NAME_MAX - 1))
-            return ktune_fail(err, "config '%s' is not an identifier", reg->entries[i].config);
+    for (int i = 0; i < reg->nentries; i++) {
+        const ktune_entry *e = &reg->entries[i];
+        if (!ktune_is_identifier(e->config, KTUNE_CONFIG_NAME_MAX - 1))
+            return ktune_fail(err, "config '%s' is not an identifier", e->config);
+        /* a time the header writes as a float literal: finite, positive, within float */
+        if (!(e->us > 0 && e->us < 1e30) || !(e->default_us > 0 && e->default_us < 1e30))
+            return ktune_fail(err, "entry %d (%s): its times must be positive and finite", i,
+                              e->config);
+    }
     return 0;
 }
 

@@ -52,7 +52,7 @@ static int int_field(const char *file, const ktune_node *map, const char *name, 
     return 0;
 }
 
-/* A time of a registry or a run folder: finite and positive (a spread: finite, at least 0). */
+/* A time of a registry: positive and at most KTUNE_TIME_MAX_US (a spread: at least 0, at most 1e9). */
 static int time_field(const char *file, const ktune_node *map, const char *name, int spread,
                       double *out, ktune_err *err)
 {
@@ -61,9 +61,10 @@ static int time_field(const char *file, const ktune_node *map, const char *name,
         return ktune_fail_at(err, file, map->line, map->col, "missing key '%s'", name);
     if (ktune_expect_double(file, n, name, out, err))
         return -1;
-    if (spread ? !(*out >= 0) : !(*out > 0))
+    if (spread ? !(*out >= 0 && *out <= 1e9) : !(*out > 0 && *out <= KTUNE_TIME_MAX_US))
         return ktune_fail_at(err, file, n->line, n->col, "%s must be %s, not %s", name,
-                             spread ? "at least 0" : "more than 0", n->value);
+                             spread ? "between 0 and 1e9" : "more than 0 and at most 1e9 (us)",
+                             n->value);
     return 0;
 }
 

@@ -4,6 +4,9 @@
 
 #include "space.h"
 
+/* The longest time a registry or a run folder may record (us): 1000 s. */
+#define KTUNE_TIME_MAX_US 1e9
+
 /* An entry keeps the next KTUNE_RUNNER_UPS_TOP configs, then the fastest of each other variant. */
 #define KTUNE_RUNNER_UPS_TOP 3
 #define KTUNE_RUNNER_UPS 8

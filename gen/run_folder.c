@@ -76,13 +76,16 @@ int ktune_trial_parse(const ktune_space *s, char *line, const char *file, int li
     if ((t->status = ktune_trial_status_parse(f[2])) == KTUNE_TRIAL_NONE)
         return bad(err, file, lineno, col[2], "a status (ok, invalid, wrong, failed, timeout)",
                    f[2]);
-    if (t->status == KTUNE_TRIAL_OK ? !ktune_parse_double(f[3], &t->us) || !(t->us > 0)
-                                    : strcmp(f[3], "inf") != 0)
+    if (t->status == KTUNE_TRIAL_OK
+            ? !ktune_parse_double(f[3], &t->us) || !(t->us > 0 && t->us <= KTUNE_TIME_MAX_US)
+            : strcmp(f[3], "inf") != 0)
         return bad(err, file, lineno, col[3],
-                   t->status == KTUNE_TRIAL_OK ? "a time of more than 0" : "inf", f[3]);
+                   t->status == KTUNE_TRIAL_OK ? "a time in us, more than 0 and at most 1e9"
+                                               : "inf",
+                   f[3]);
     if (t->status != KTUNE_TRIAL_OK)
         t->us = INFINITY;
-    if (!ktune_parse_double(f[4], &t->spread) || !(t->spread >= 0))
+    if (!ktune_parse_double(f[4], &t->spread) || !(t->spread >= 0 && t->spread <= 1e9))
         return bad(err, file, lineno, col[4], "a spread of at least 0", f[4]);
     if (!int_in(f[5], 0, 1000000, &t->samples))
         return bad(err, file, lineno, col[5], "a count of samples", f[5]);
@@ -115,9 +118,9 @@ int ktune_final_parse(const ktune_space *s, char *line, const char *file, int li
     snprintf(r->config, sizeof r->config, "%s", f[1]);
     if (!int_in(f[3], r->rank, KTUNE_FINAL_MAX_BLOCK, &r->of))
         return bad(err, file, lineno, col[3], "a block size from the rank to 64", f[3]);
-    if (!ktune_parse_double(f[4], &r->us) || !(r->us > 0))
-        return bad(err, file, lineno, col[4], "a time of more than 0", f[4]);
-    if (!ktune_parse_double(f[5], &r->spread) || !(r->spread >= 0))
+    if (!ktune_parse_double(f[4], &r->us) || !(r->us > 0 && r->us <= KTUNE_TIME_MAX_US))
+        return bad(err, file, lineno, col[4], "a time in us, more than 0 and at most 1e9", f[4]);
+    if (!ktune_parse_double(f[5], &r->spread) || !(r->spread >= 0 && r->spread <= 1e9))
         return bad(err, file, lineno, col[5], "a spread of at least 0", f[5]);
     if (!int_in(f[6], 0, 1, &r->is_default))
         return bad(err, file, lineno, col[6], "0 or 1", f[6]);

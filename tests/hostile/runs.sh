@@ -43,7 +43,7 @@ note "final.csv with a nan, an inf, a negative time"
 for t in nan inf -3.5 1e999 0x10; do
   variant badtime
   awk -F, -v OFS=, -v t="$t" 'NR == 2 { $5 = t } { print }' "$work/base/final.csv" >"$work/badtime/final.csv"
-  refused 1 "final.csv:2:[0-9]+: a time of more than 0, not '$t'" apply "$work/badtime" --force
+  refused 1 "final.csv:2:[0-9]+: a time in us, more than 0 and at most 1e9, not '$t'" apply "$work/badtime" --force
 done
 
 note "final.csv rows that are not numbers, or out of range"
@@ -80,7 +80,7 @@ cmp -s "$work/a/final.csv" "$work/base/final.csv" || bad "a refused merge change
 note "merge of a trials.csv line that does not parse"
 variant badtrials
 printf 'n=8,good_tile1,ok,nan,0.1,7,\n' >>"$work/badtrials/trials.csv"
-refused 1 "trials.csv:[0-9]+:[0-9]+: a time of more than 0, not 'nan'" "$ktune" merge --space "$space" "$work/m2" "$work/badtrials"
+refused 1 "trials.csv:[0-9]+:[0-9]+: a time in us, more than 0 and at most 1e9, not 'nan'" "$ktune" merge --space "$space" "$work/m2" "$work/badtrials"
 [ ! -e "$work/m2" ] || bad "a refused merge wrote its output"
 
 note "registries: nan, negative and infinite times, duplicate runs; emit refuses them"
