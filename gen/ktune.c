@@ -448,7 +448,8 @@ static int registries_find(const options *o, const ktune_space *s, char ***paths
             break;
         }
         for (int j = 0; rc == 0 && j < loaded; j++)
-            if (strcmp(regs[j].device, regs[loaded].device) == 0 && regs[j].sms == regs[loaded].sms) {
+            if (strcmp(regs[j].device, regs[loaded].device) == 0 &&
+                regs[j].sms == regs[loaded].sms) {
                 fprintf(stderr, "ktune: %s and %s are both tables of %s (%d SMs); keep one\n",
                         (*paths)[j], (*paths)[loaded], regs[j].device, regs[j].sms);
                 rc = -1;
@@ -1053,8 +1054,8 @@ int main(int argc, char **argv)
         rc = ktune_verify_run(&s, o.registry_dir, &w, o.config_timeout, o.threshold / 100, stdout,
                               &err);
         if (rc < 0)
-            fprintf(stderr, "%s%s\n", rc == KTUNE_WORKER_NO_DEVICE ? "ktune: no GPU to verify on: " : "",
-                    err.msg);
+            fprintf(stderr, "%s%s\n",
+                    rc == KTUNE_WORKER_NO_DEVICE ? "ktune: no GPU to verify on: " : "", err.msg);
         rc = rc == KTUNE_WORKER_NO_DEVICE ? KTUNE_EXIT_NO_GPU
              : rc < 0                     ? KTUNE_EXIT_FAILED
              : rc > 0                     ? KTUNE_EXIT_CHECK
@@ -1070,8 +1071,8 @@ int main(int argc, char **argv)
         rc = ktune_bench_run(&s, o.registry_dir, &w, o.config_timeout * 10, out, o.plot, stdout,
                              &err);
         if (rc)
-            fprintf(stderr, "%s%s\n", rc == KTUNE_WORKER_NO_DEVICE ? "ktune: no GPU to bench on: " : "",
-                    err.msg);
+            fprintf(stderr, "%s%s\n",
+                    rc == KTUNE_WORKER_NO_DEVICE ? "ktune: no GPU to bench on: " : "", err.msg);
         rc = rc == KTUNE_WORKER_NO_DEVICE ? KTUNE_EXIT_NO_GPU
              : rc                         ? KTUNE_EXIT_FAILED
                                           : KTUNE_EXIT_OK;

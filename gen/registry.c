@@ -52,7 +52,7 @@ static int int_field(const char *file, const ktune_node *map, const char *name, 
     return 0;
 }
 
-/* A time of a registry: positive and at most KTUNE_TIME_MAX_US (a spread: at least 0, at most 1e9). */
+/* A time of a registry: positive, at most KTUNE_TIME_MAX_US (a spread: 0 to 1e9). */
 static int time_field(const char *file, const ktune_node *map, const char *name, int spread,
                       double *out, ktune_err *err)
 {

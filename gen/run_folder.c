@@ -68,7 +68,8 @@ int ktune_trial_parse(const ktune_space *s, char *line, const char *file, int li
     memset(t, 0, sizeof *t);
     if (split(line, 7, f, col))
         return ktune_fail_at(err, file, lineno, 1,
-                             "expected 7 fields: key,config,status,median_us,spread,samples,detail");
+                             "expected 7 fields: key,config,status,median_us,spread,samples,"
+                             "detail");
     if (ktune_space_key_parse(s, f[0], t->key, &inner))
         return ktune_fail_at(err, file, lineno, col[0], "%s", inner.msg);
     if ((t->config = ktune_space_find_config(s, f[1])) < 0)

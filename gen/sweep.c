@@ -636,7 +636,8 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     if (!ktune_is_safe_text(w.device.name, 200)) {
         ktune_worker_stop(&w);
         return ktune_fail(err, "the device's name holds characters a run folder or a table may not "
-                               "hold (printable ASCII without \\ \" ' ` [ ] ( ) , $ # /* */ ??, at most 200)");
+                               "hold (printable ASCII without \\ \" ' ` [ ] ( ) , $ # /* */ ??, "
+                               "at most 200)");
     }
     if (ktune_mkdirs(o->run_dir, err)) {
         ktune_worker_stop(&w);

@@ -147,7 +147,8 @@ int ktune_file_write_validated(const char *path, const char *data, size_t len,
         unlink(tmp);
         char why[sizeof err->msg];
         snprintf(why, sizeof why, "%s", err->msg);
-        return ktune_fail(err, "%s: not written, what would have been written does not read back: %s",
+        return ktune_fail(err, "%s: not written: what would have been written does not read "
+                               "back: %s",
                           path, why);
     }
     if (rename(tmp, path) != 0) {

@@ -30,7 +30,8 @@ static inline const char *fuzz_dir(void)
 }
 
 /* Writes head (may be NULL) then the input to dir/name; returns the path (static). */
-static inline const char *fuzz_write(const char *name, const char *head, const uint8_t *data, size_t size)
+static inline const char *fuzz_write(const char *name, const char *head, const uint8_t *data,
+                                     size_t size)
 {
     static char path[256];
     snprintf(path, sizeof path, "%s/%s", fuzz_dir(), name);

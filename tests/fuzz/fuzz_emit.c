@@ -9,7 +9,7 @@
 #include "fuzz_common.h"
 
 #ifndef KTUNE_FUZZ_CC
-#error "KTUNE_FUZZ_CC names the C compiler, KTUNE_FUZZ_M4 m4, KTUNE_FUZZ_CUDA_INCLUDE cuda's headers"
+#error "KTUNE_FUZZ_CC names the C compiler, KTUNE_FUZZ_M4 m4, KTUNE_FUZZ_CUDA_INCLUDE CUDA's"
 #endif
 
 static int compiles(const char *header)
