@@ -118,7 +118,9 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
     ktune_buf_printf(&csv, "family,dtype,shape,config,tuned_us,default_us,anchor,anchor_us,gbps,"
                            "pct_of_ceiling,default_config,speedup,ceiling_gbps,bytes,tuned_spread,"
                            "copy_us,vs_anchor,tflops,ceiling_tflops,pct_of_tflops,variants\n");
-    double log_speedup = 0, log_vendor = 0, worst_big[3] = {INFINITY, INFINITY, INFINITY};
+    double log_speedup = 0, log_vendor = 0, worst_big[KTUNE_DTYPE_COUNT];
+    for (int d = 0; d < KTUNE_DTYPE_COUNT; d++)
+        worst_big[d] = INFINITY;
     int n = 0;
     for (int i = 0; i < reg.nentries; i++) {
         const ktune_entry *e = &reg.entries[i];
@@ -203,7 +205,7 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
         points[n].variant_us = vus;
         n++;
         if (dtype_dim >= 0 && bytes / 2 >= KTUNE_BIG_BYTES)
-            if (e->key[dtype_dim] >= 0 && e->key[dtype_dim] < 3)
+            if (e->key[dtype_dim] >= 0 && e->key[dtype_dim] < KTUNE_DTYPE_COUNT)
                 worst_big[e->key[dtype_dim]] = fmin(worst_big[e->key[dtype_dim]], pct);
     }
     if (ktune_file_write_if_changed(csv_path, csv.data, csv.len, err) < 0)
@@ -213,7 +215,7 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
     if (vendor[0])
         fprintf(out, "; tuned vs %s %.3fx (geomean)", vendor, exp(log_vendor / n));
     else
-        for (int d = 0; d < 3; d++)
+        for (int d = 0; d < KTUNE_DTYPE_COUNT; d++)
             if (isfinite(worst_big[d]))
                 fprintf(out, "; %s inputs >= 32 MB: worst %.1f%% of copy", ktune_dtype_name(d),
                         worst_big[d]);

@@ -143,6 +143,9 @@ static const char *c_name(void *vctx, ktune_ref_kind kind, int index)
     case KTUNE_REF_KEY_BYTES:
         snprintf(ctx->buf, sizeof ctx->buf, "k_%s_bytes", ctx->space->key[index].name);
         break;
+    case KTUNE_REF_KEY_BITS:
+        snprintf(ctx->buf, sizeof ctx->buf, "k_%s_bits", ctx->space->key[index].name);
+        break;
     case KTUNE_REF_LIMIT:
         snprintf(ctx->buf, sizeof ctx->buf, "d_%s", ktune_limit_names[index]);
         break;
@@ -319,7 +322,7 @@ int ktune_emit_table(const ktune_space *s, const ktune_registry *reg, const char
         ktune_buf key = {0};
         for (int k = 0; k < s->nkey; k++) {
             if (s->key[k].kind == KTUNE_DIM_DTYPE) {
-                char upper[8];
+                char upper[32];
                 upper_into(ktune_dtype_name(e->key[k]), upper, sizeof upper);
                 ktune_buf_printf(&key, "%sKTUNE_%s", k ? ", " : "", upper);
             } else {

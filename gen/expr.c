@@ -1,5 +1,7 @@
 #include "expr.h"
 
+#include "ktune_table.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,7 +248,8 @@ int64_t ktune_expr_eval(const ktune_expr *e, const ktune_expr_env *env)
         switch (e->ref) {
         case KTUNE_REF_PARAM: return env->params[e->index];
         case KTUNE_REF_KEY: return env->key[e->index];
-        case KTUNE_REF_KEY_BYTES: return env->key[e->index] == 0 ? 4 : 2;
+        case KTUNE_REF_KEY_BYTES: return ktune_dtype_bytes(env->key[e->index]);
+        case KTUNE_REF_KEY_BITS: return ktune_dtype_bits(env->key[e->index]);
         case KTUNE_REF_LIMIT: return env->limits[e->index];
         }
         return 0;

@@ -11,7 +11,8 @@ typedef enum {
     KTUNE_REF_PARAM,     /* a parameter of the variant: index into params */
     KTUNE_REF_KEY,       /* an integer key dimension: index into key */
     KTUNE_REF_KEY_BYTES, /* <dtype dim>_bytes: bytes of the element type in key[index] */
-    KTUNE_REF_LIMIT      /* a device limit: index into ktune_limit_names */
+    KTUNE_REF_LIMIT,     /* a device limit: index into ktune_limit_names */
+    KTUNE_REF_KEY_BITS   /* <dtype dim>_bits: bits of the element type in key[index] */
 } ktune_ref_kind;
 
 #define KTUNE_NLIMITS 6

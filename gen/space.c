@@ -51,8 +51,9 @@ static int resolve(void *vctx, const char *name, ktune_ref_kind *kind, int *inde
             }
     for (int d = 0; d < ctx->space->nkey; d++) {
         const ktune_space_dim *dim = &ctx->space->key[d];
-        char bytes[KTUNE_NAME_MAX + 8];
+        char bytes[KTUNE_NAME_MAX + 8], bits[KTUNE_NAME_MAX + 8];
         snprintf(bytes, sizeof bytes, "%s_bytes", dim->name);
+        snprintf(bits, sizeof bits, "%s_bits", dim->name);
         if (dim->kind == KTUNE_DIM_INT && strcmp(dim->name, name) == 0) {
             *kind = KTUNE_REF_KEY;
             *index = d;
@@ -60,6 +61,11 @@ static int resolve(void *vctx, const char *name, ktune_ref_kind *kind, int *inde
         }
         if (dim->kind == KTUNE_DIM_DTYPE && strcmp(bytes, name) == 0) {
             *kind = KTUNE_REF_KEY_BYTES;
+            *index = d;
+            return 0;
+        }
+        if (dim->kind == KTUNE_DIM_DTYPE && strcmp(bits, name) == 0) {
+            *kind = KTUNE_REF_KEY_BITS;
             *index = d;
             return 0;
         }
@@ -380,8 +386,9 @@ static int dim_values(const char *file, const ktune_node *n, const ktune_space_d
                     return -1;
                 if (!ktune_dtype_parse(it->value, &(*out)[i]))
                     return ktune_fail_at(err, file, it->line, it->col,
-                                         "unknown dtype '%s' (expected f32, f16 or bf16)",
-                                         it->value);
+                                         "unknown dtype '%s' (expected one of %.*s)", it->value,
+                                         (int)strlen(ktune_dtype_names()) - 2,
+                                         ktune_dtype_names());
             } else if (ktune_expect_int(file, it, dim->name, 1, KTUNE_DIM_MAX, &(*out)[i], err)) {
                 return -1;
             }
@@ -486,8 +493,9 @@ static int load_list(const char *file, const ktune_node *entry, ktune_space *s, 
                     return -1;
                 if (!ktune_dtype_parse(v->value, &key[d]))
                     return ktune_fail_at(err, file, v->line, v->col,
-                                         "unknown dtype '%s' (expected f32, f16 or bf16)",
-                                         v->value);
+                                         "unknown dtype '%s' (expected one of %.*s)", v->value,
+                                         (int)strlen(ktune_dtype_names()) - 2,
+                                         ktune_dtype_names());
             } else if (ktune_expect_int(file, v, s->key[d].name, 1, KTUNE_DIM_MAX, &key[d], err)) {
                 return -1;
             }

@@ -52,7 +52,36 @@ typedef enum {
 
 const char *ktune_status_string(ktune_status status);
 
-typedef enum { KTUNE_F32 = 0, KTUNE_F16 = 1, KTUNE_BF16 = 2 } ktune_dtype;
+/* Element types, in one table: X(NAME, name, bits, kind). KTUNE_<NAME> is the enumerator, name
+ * the spelling of spaces, registries and keys, bits an element's width, kind FLOAT, INT or PACKED
+ * (integers of fewer than 8 bits, several to a byte). New types go at the end: a type's number
+ * is its position. */
+#define KTUNE_DTYPE_MAP(X)                                                                         \
+    X(F32, f32, 32, FLOAT)                                                                         \
+    X(F16, f16, 16, FLOAT)                                                                         \
+    X(BF16, bf16, 16, FLOAT)                                                                       \
+    X(INT8, int8, 8, INT)                                                                          \
+    X(FP8_E4M3, fp8_e4m3, 8, FLOAT)                                                                \
+    X(FP8_E5M2, fp8_e5m2, 8, FLOAT)                                                                \
+    X(INT32, int32, 32, INT)                                                                       \
+    X(UINT4, uint4, 4, PACKED)                                                                     \
+    X(UINT3, uint3, 3, PACKED)                                                                     \
+    X(UINT2, uint2, 2, PACKED)
+
+typedef enum {
+#define KTUNE_DTYPE_ENUM(NAME, name, bits, kind) KTUNE_##NAME,
+    KTUNE_DTYPE_MAP(KTUNE_DTYPE_ENUM)
+#undef KTUNE_DTYPE_ENUM
+        KTUNE_DTYPE_COUNT
+} ktune_dtype;
+
+typedef enum { KTUNE_DTYPE_FLOAT, KTUNE_DTYPE_INT, KTUNE_DTYPE_PACKED } ktune_dtype_kind;
+
+/* A type's name ("bf16"; "?" beyond the table), its width in bits (0 beyond the table) and its
+ * kind. */
+const char *ktune_dtype_name(int64_t dtype);
+int ktune_dtype_bits(int64_t dtype);
+ktune_dtype_kind ktune_dtype_kind_of(int64_t dtype);
 
 /* Why a configuration was chosen. */
 #define KTUNE_REASON_MAP(X)                                                     \

@@ -72,12 +72,13 @@ typedef struct {
     ktune_valid_fn valid;
 } ktune_family;
 
-/* "f32", "f16", "bf16"; "?" for anything else. */
-const char *ktune_dtype_name(int64_t dtype);
-/* Sets *dtype and returns 1 when name is a dtype's name. */
+/* Sets *dtype and returns 1 when name is a dtype's name (KTUNE_DTYPE_MAP). */
 int ktune_dtype_parse(const char *name, int64_t *dtype);
+/* The names of every dtype, comma-separated: "f32, f16, ...", for messages. */
+const char *ktune_dtype_names(void);
 
-static inline int64_t ktune_dtype_bytes(int64_t dtype) { return dtype == KTUNE_F32 ? 4 : 2; }
+/* Bytes an element takes, rounded up (a packed type: 1); constraints name it <dim>_bytes. */
+static inline int64_t ktune_dtype_bytes(int64_t dtype) { return (ktune_dtype_bits(dtype) + 7) / 8; }
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,7 @@
 
 #include "check.h"
 #include "expr.h"
+#include "ktune_table.h"
 
 static int resolve(void *ctx, const char *name, ktune_ref_kind *kind, int *index)
 {
@@ -21,6 +22,11 @@ static int resolve(void *ctx, const char *name, ktune_ref_kind *kind, int *index
     }
     if (strcmp(name, "dtype_bytes") == 0) {
         *kind = KTUNE_REF_KEY_BYTES;
+        *index = 0;
+        return 0;
+    }
+    if (strcmp(name, "dtype_bits") == 0) {
+        *kind = KTUNE_REF_KEY_BITS;
         *index = 0;
         return 0;
     }
@@ -69,6 +75,28 @@ int main(void)
     CHECK(eval("1 || 0 && 0") == 1); /* && binds tighter */
     CHECK(eval("dtype_bytes * 8") == 16);
     CHECK(eval("sms") == 132);
+    CHECK(eval("dtype_bits") == 16);
+    /* every type of the table: its bits, and bytes rounded up */
+    ktune_err perr;
+    ktune_expr *bits = ktune_expr_parse("dtype_bits * 100 + dtype_bytes", resolve, NULL, "t", 1, 1,
+                                        &perr);
+    static const struct {
+        const char *name;
+        long long value;
+    } types[] = {{"f32", 3204},     {"f16", 1602},     {"bf16", 1602},  {"int8", 801},
+                 {"fp8_e4m3", 801}, {"fp8_e5m2", 801}, {"int32", 3204}, {"uint4", 401},
+                 {"uint3", 301},    {"uint2", 201}};
+    CHECK(KTUNE_DTYPE_COUNT == sizeof types / sizeof types[0]);
+    for (size_t i = 0; bits && i < sizeof types / sizeof types[0]; i++) {
+        int64_t dtype = -1;
+        CHECK(ktune_dtype_parse(types[i].name, &dtype) && dtype == (int64_t)i);
+        CHECK(strcmp(ktune_dtype_name(dtype), types[i].name) == 0);
+        const int64_t key[] = {dtype, 1};
+        ktune_expr_env env = {NULL, key, NULL};
+        CHECK(ktune_expr_eval(bits, &env) == types[i].value);
+    }
+    CHECK(strcmp(ktune_dtype_name(KTUNE_DTYPE_COUNT), "?") == 0 && ktune_dtype_bits(-1) == 0);
+    ktune_expr_free(bits);
     CHECK(eval("cols / (a - 2)") == 0); /* by zero: 0 */
     CHECK(eval("cols % 0 == 0") == 1);
     /* beyond int64: saturates, never wraps (and never trips UBSan) */
