@@ -168,6 +168,10 @@ int ktune_emit_space(const ktune_space *s, const ktune_emit_tools *tools, const 
     ktune_buf d = {0};
     defs_begin(&d, s, path_label(s->path));
     ktune_buf_printf(&d, "m4_define([[kt4_nkey]], [[%d]])\n", s->nkey);
+    int nparams = 0;
+    for (int v = 0; v < s->nvariants; v++)
+        nparams = s->variants[v].nparams > nparams ? s->variants[v].nparams : nparams;
+    ktune_buf_printf(&d, "m4_define([[kt4_nparams]], [[%d]])\n", nparams);
     ktune_buf_printf(&d, "m4_define([[kt4_keys]], [[");
     for (int k = 0; k < s->nkey; k++)
         ktune_buf_printf(&d, "kt4_key([[%s]], [[%s]], [[%d]], [[%s]])", s->key[k].name,
@@ -179,11 +183,8 @@ int ktune_emit_space(const ktune_space *s, const ktune_emit_tools *tools, const 
         ktune_buf_printf(&d, "kt4_default([[%s]])", s->configs[s->defaults[i]].name);
     ktune_buf_printf(&d, "]])\n");
     ktune_buf_printf(&d, "m4_define([[kt4_limits]], [[");
-    static const char *const limit_fields[KTUNE_NLIMITS] = {"sms", "max_threads",
-                                                            "smem_per_block", "l2_bytes", "cc",
-                                                            "sm90a"};
-    for (int i = 0; i < KTUNE_NLIMITS; i++)
-        ktune_buf_printf(&d, "kt4_limit([[%s]], [[%s]])", ktune_limit_names[i], limit_fields[i]);
+    for (int i = 0; i < KTUNE_NLIMITS; i++) /* a limit's name is its ktune_device field's */
+        ktune_buf_printf(&d, "kt4_limit([[%s]], [[%s]])", ktune_limit_names[i], ktune_limit_names[i]);
     ktune_buf_printf(&d, "]])\n");
     ktune_buf_printf(&d, "m4_define([[kt4_variants]], [[");
     for (int v = 0; v < s->nvariants; v++) {

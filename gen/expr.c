@@ -6,8 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const ktune_limit_names[KTUNE_NLIMITS] = {"sms", "max_threads", "smem_per_block",
-                                                      "l2_bytes", "cc", "sm90a"};
+const char *const ktune_limit_names[] = {
+#define KTUNE_LIMIT_NAME(name, type, what) #name,
+    KTUNE_DEVICE_LIMIT_MAP(KTUNE_LIMIT_NAME)
+#undef KTUNE_LIMIT_NAME
+};
 
 typedef enum {
     OP_NUM, OP_REF, OP_NEG, OP_NOT, OP_MUL, OP_DIV, OP_MOD, OP_ADD, OP_SUB,

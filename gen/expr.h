@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "ktune_table.h"
 #include "util.h"
 
 /* What a name refers to. */
@@ -15,8 +16,8 @@ typedef enum {
     KTUNE_REF_KEY_BITS   /* <dtype dim>_bits: bits of the element type in key[index] */
 } ktune_ref_kind;
 
-#define KTUNE_NLIMITS 6
-extern const char *const ktune_limit_names[KTUNE_NLIMITS]; /* sms, max_threads, ..., sm90a */
+/* The device limits' names (KTUNE_DEVICE_LIMIT_MAP), KTUNE_NLIMITS of them. */
+extern const char *const ktune_limit_names[];
 
 typedef struct ktune_expr ktune_expr;
 

@@ -36,12 +36,10 @@ static double now_s(void)
 
 void ktune_limits_from(const ktune_worker_device *d, int64_t *limits)
 {
-    limits[0] = d->sms;
-    limits[1] = d->max_threads;
-    limits[2] = d->smem_per_block;
-    limits[3] = d->l2_bytes;
-    limits[4] = d->cc;
-    limits[5] = d->sm90a;
+    int i = 0;
+#define KTUNE_LIMIT_COPY(name, type, what) limits[i++] = (int64_t)d->name;
+    KTUNE_DEVICE_LIMIT_MAP(KTUNE_LIMIT_COPY)
+#undef KTUNE_LIMIT_COPY
 }
 
 /* The state of GPU gpu (SM and memory clocks, temperature, power) as nvidia-smi reports it

@@ -146,18 +146,26 @@ static int spawn(ktune_worker *w, ktune_err *err)
         ktune_fail(err, "%s: %s", w->opts.program, line + 2);
         return KTUNE_WORKER_NO_DEVICE;
     }
+    /* "H <limits, KTUNE_DEVICE_LIMIT_MAP's order> <driver> <runtime> <name>" */
     ktune_worker_device *d = &w->device;
-    int name_at = 0;
-    long long smem, l2;
-    if (sscanf(line, "H %d %d %d %d %lld %lld %31s %31s %n", &d->sms, &d->cc, &d->sm90a,
-               &d->max_threads, &smem, &l2, d->driver_api, d->runtime, &name_at) != 8 ||
+    int name_at = 0, ok = strncmp(line, "H ", 2) == 0;
+    char *p = line + 1;
+#define KTUNE_LIMIT_READ(name, type, what)                                                         \
+    if (ok) {                                                                                      \
+        char *end;                                                                                 \
+        long long v = strtoll(p, &end, 10);                                                        \
+        ok = end != p && *end == ' ' && v >= 0;                                                    \
+        d->name = (type)v;                                                                         \
+        p = end;                                                                                   \
+    }
+    KTUNE_DEVICE_LIMIT_MAP(KTUNE_LIMIT_READ)
+#undef KTUNE_LIMIT_READ
+    if (!ok || sscanf(p, " %31s %31s %n", d->driver_api, d->runtime, &name_at) != 2 ||
         name_at == 0) {
         reap(w, 1, NULL, 0);
         return ktune_fail(err, "%s: unexpected first line '%s'", w->opts.program, line);
     }
-    d->smem_per_block = smem;
-    d->l2_bytes = l2;
-    snprintf(d->name, sizeof d->name, "%s", line + name_at);
+    snprintf(d->name, sizeof d->name, "%s", p + name_at);
     w->start_s += now_s() - t0;
     return 0;
 }

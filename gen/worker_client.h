@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ktune_table.h"
 #include "util.h"
 
 typedef struct {
@@ -22,11 +23,11 @@ typedef struct {
 } ktune_worker_opts;
 
 /* What the worker said of its device in its first line. */
+/* The worker's device: its name, its limits (KTUNE_DEVICE_LIMIT_MAP; sm90a: 1 where the worker
+ * carries sm_90a code) and the CUDA versions it runs with. */
 typedef struct {
     char name[256];
-    int sms, cc, max_threads;
-    int64_t smem_per_block, l2_bytes;
-    int sm90a; /* 1: cc 9.0 and the worker carries sm_90a code */
+    KTUNE_DEVICE_LIMIT_MAP(KTUNE_DEVICE_LIMIT_FIELD)
     char driver_api[32], runtime[32];
 } ktune_worker_device;
 

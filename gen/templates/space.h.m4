@@ -51,6 +51,15 @@ m4_define([[kt4_variant]], m4_defn([[kt4_variant_enum]]))kt4_variants[[]]m4_dnl
 
 #define kt4_PREFIX[[]]_NKEY kt4_nkey
 
+/* The space fits the library's limits (ktune_table.h). */
+#ifdef __cplusplus
+static_assert(kt4_nkey <= KTUNE_MAX_KEY, "kt4_family: more key dimensions than KTUNE_MAX_KEY");
+static_assert(kt4_nparams <= KTUNE_MAX_PARAMS, "kt4_family: more parameters than KTUNE_MAX_PARAMS");
+#else
+_Static_assert(kt4_nkey <= KTUNE_MAX_KEY, "kt4_family: more key dimensions than KTUNE_MAX_KEY");
+_Static_assert(kt4_nparams <= KTUNE_MAX_PARAMS, "kt4_family: more parameters than KTUNE_MAX_PARAMS");
+#endif
+
 m4_define([[kt4_key]], [[kt4_key_name($@)]])m4_dnl
 static const char *const kt4_prefix[[]]_key_names[] = {kt4_keys};
 m4_define([[kt4_key]], [[kt4_key_kind($@)]])m4_dnl

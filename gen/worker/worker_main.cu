@@ -21,8 +21,8 @@
  *                                       flushes, the checks' probes, waiting for the GPU
  *   Q                                   quit
  *
- * Answers: "H <sms> <cc> <sm90a> <max_threads> <smem_per_block> <l2_bytes> <driver> <runtime>
- * <name>" first (sm90a: 1 when the device runs this build's sm_90a code), then
+ * Answers: "H <limits> <driver> <runtime> <name>" first, the limits in KTUNE_DEVICE_LIMIT_MAP's
+ * order (sm90a: 1 when the device runs this build's sm_90a code), then
  * "R <id> <status> <numbers...> [detail]" a request, status ok / wrong / failed / invalid.
  * "E <message>" and exit code 2 when no device is usable. After an error that leaves the CUDA
  * context unusable the worker answers, then exits with code 3; the parent starts another. */
@@ -1315,10 +1315,21 @@ int main(int argc, char **argv)
         return 2;
     }
     flush_us = time_flush();
-    const int cc = p.major * 10 + p.minor;
-    reply("H %d %d %d %d %zu %d %d.%d %d.%d %s\n", p.multiProcessorCount, cc,
-          cc == 90 && KTUNE_SM90A, p.maxThreadsPerBlock, p.sharedMemPerBlockOptin, p.l2CacheSize,
-          driver / 1000, (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10, p.name);
+    ktune_device dev;
+    dev.sms = p.multiProcessorCount;
+    dev.cc = p.major * 10 + p.minor;
+    dev.max_threads = p.maxThreadsPerBlock;
+    dev.smem_per_block = (int64_t)p.sharedMemPerBlockOptin;
+    dev.l2_bytes = p.l2CacheSize;
+    dev.sm90a = dev.cc == 90 && KTUNE_SM90A;
+    char limits[512];
+    int used = 0;
+#define KTUNE_LIMIT_PRINT(name, type, what)                                                        \
+    used += snprintf(limits + used, sizeof limits - (size_t)used, " %lld", (long long)dev.name);
+    KTUNE_DEVICE_LIMIT_MAP(KTUNE_LIMIT_PRINT)
+#undef KTUNE_LIMIT_PRINT
+    reply("H%s %d.%d %d.%d %s\n", limits, driver / 1000, (driver % 1000) / 10, runtime / 1000,
+          (runtime % 1000) / 10, p.name);
     char line[16384];
     while (fgets(line, sizeof line, stdin)) {
         char *save = NULL;

@@ -11,8 +11,10 @@
 extern "C" {
 #endif
 
-#define KTUNE_MAX_KEY 6
-#define KTUNE_MAX_PARAMS 8
+/* The most dimensions a key and parameters a configuration may have; a family's generated space
+ * header checks its own against them. */
+#define KTUNE_MAX_KEY 10
+#define KTUNE_MAX_PARAMS 12
 
 /* One tuned shape: its key, the winning configuration, its time and the default's time. */
 typedef struct {
@@ -31,15 +33,30 @@ typedef struct {
     int nrows;
 } ktune_table;
 
-/* What the selection needs to know about a device. */
+/* The device limits constraints may name, in one table: X(name, type, what). They are the fields
+ * of ktune_device (in this order), the names of the spaces' constraints, and the numbers of the
+ * worker's hello line. */
+#define KTUNE_DEVICE_LIMIT_MAP(X)                                                                 \
+    X(sms, int, "streaming multiprocessors")                                                      \
+    X(cc, int, "compute capability, major * 10 + minor")                                          \
+    X(max_threads, int, "threads a block at most")                                                \
+    X(smem_per_block, int64_t, "opt-in maximum of dynamic shared memory a block, bytes")          \
+    X(l2_bytes, int64_t, "L2 cache, bytes")                                                       \
+    X(sm90a, int, "1: compute capability 9.0, and this build carries sm_90a code (wgmma)")
+
+enum {
+#define KTUNE_DEVICE_LIMIT_INDEX(name, type, what) KTUNE_LIMIT_##name,
+    KTUNE_DEVICE_LIMIT_MAP(KTUNE_DEVICE_LIMIT_INDEX)
+#undef KTUNE_DEVICE_LIMIT_INDEX
+        KTUNE_NLIMITS
+};
+
+#define KTUNE_DEVICE_LIMIT_FIELD(name, type, what) type name;
+
+/* What the selection needs to know about a device: its name and limits. */
 typedef struct {
     char name[256];
-    int sms;
-    int cc;
-    int max_threads;
-    int64_t smem_per_block; /* opt-in maximum dynamic shared memory a block */
-    int64_t l2_bytes;
-    int sm90a; /* 1: compute capability 9.0, and this build carries sm_90a code (wgmma) */
+    KTUNE_DEVICE_LIMIT_MAP(KTUNE_DEVICE_LIMIT_FIELD)
 } ktune_device;
 
 typedef void (*ktune_launch_fn)(void);

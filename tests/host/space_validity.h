@@ -18,8 +18,11 @@ static long space_validity_disagreements(const ktune_space *s, ktune_valid_fn ge
     *agree = 0;
     for (int dv = 0; dv < ndevices; dv++) {
         const ktune_device *d = &devices[dv];
-        const int64_t limits[KTUNE_NLIMITS] = {d->sms, d->max_threads, d->smem_per_block,
-                                               d->l2_bytes, d->cc, d->sm90a};
+        int64_t limits[KTUNE_NLIMITS];
+        int i = 0;
+#define KTUNE_LIMIT_COPY(name, type, what) limits[i++] = (int64_t)d->name;
+        KTUNE_DEVICE_LIMIT_MAP(KTUNE_LIMIT_COPY)
+#undef KTUNE_LIMIT_COPY
         for (int c = 0; c < s->nconfigs; c++)
             for (int k = 0; k < s->nshapes; k++) {
                 const ktune_space_config *cfg = &s->configs[c];

@@ -46,7 +46,7 @@ static long long eval(const char *text)
         fprintf(stderr, "parse failed: %s\n", err.msg);
         return -999999;
     }
-    const int64_t params[] = {2, 3, 5}, key[] = {1 /* f16 */, 1000}, limits[] = {132, 1024, 0, 0, 90};
+    const int64_t params[] = {2, 3, 5}, key[] = {1 /* f16 */, 1000}, limits[] = {132, 90, 1024, 0, 0, 1};
     ktune_expr_env env = {params, key, limits};
     long long v = ktune_expr_eval(e, &env);
     ktune_expr_free(e);

@@ -86,7 +86,8 @@ int main(void)
     }
     long delay = getenv("KTUNE_SIM_DELAY_MS") ? atol(getenv("KTUNE_SIM_DELAY_MS")) : 0;
     double timed_s = 0; /* what 7 samples of each ok trial would have taken */
-    printf("H 132 90 1 1024 232448 52428800 13.0 13.0 ktune simulated GPU\n");
+    /* the limits in KTUNE_DEVICE_LIMIT_MAP's order: sms cc max_threads smem_per_block l2_bytes sm90a */
+    printf("H 132 90 1024 232448 52428800 1 13.0 13.0 ktune simulated GPU\n");
     fflush(stdout);
     char line[8192];
     while (fgets(line, sizeof line, stdin)) {
