@@ -98,7 +98,7 @@ static void defs_begin(ktune_buf *d, const ktune_space *s, const char *source)
     ktune_buf_printf(d, "m4_changequote([[,]])m4_changecom()m4_divert(-1)\n");
     def_text(d, "kt4_source", source);
     def_text(d, "kt4_family", s->family);
-    snprintf(prefix, sizeof prefix, "ktune_%s", s->family);
+    snprintf(prefix, sizeof prefix, "ktune__%s", s->family); /* the library's own symbols */
     def_text(d, "kt4_prefix", prefix);
     snprintf(prefix, sizeof prefix, "KTUNE_%s", upper);
     def_text(d, "kt4_PREFIX", prefix);

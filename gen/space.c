@@ -387,8 +387,8 @@ static int dim_values(const char *file, const ktune_node *n, const ktune_space_d
                 if (!ktune_dtype_parse(it->value, &(*out)[i]))
                     return ktune_fail_at(err, file, it->line, it->col,
                                          "unknown dtype '%s' (expected one of %.*s)", it->value,
-                                         (int)strlen(ktune_dtype_names()) - 2,
-                                         ktune_dtype_names());
+                                         (int)strlen(ktune__dtype_names()) - 2,
+                                         ktune__dtype_names());
             } else if (ktune_expect_int(file, it, dim->name, 1, KTUNE_DIM_MAX, &(*out)[i], err)) {
                 return -1;
             }
@@ -494,8 +494,8 @@ static int load_list(const char *file, const ktune_node *entry, ktune_space *s, 
                 if (!ktune_dtype_parse(v->value, &key[d]))
                     return ktune_fail_at(err, file, v->line, v->col,
                                          "unknown dtype '%s' (expected one of %.*s)", v->value,
-                                         (int)strlen(ktune_dtype_names()) - 2,
-                                         ktune_dtype_names());
+                                         (int)strlen(ktune__dtype_names()) - 2,
+                                         ktune__dtype_names());
             } else if (ktune_expect_int(file, v, s->key[d].name, 1, KTUNE_DIM_MAX, &key[d], err)) {
                 return -1;
             }

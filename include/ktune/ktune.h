@@ -6,7 +6,7 @@
  *
  *   1. Table: the table whose device name and SM count match the current device; else the first
  *      table of the same compute capability; else no table.
- *   2. Exact key: binary search for the key (softmax: dtype, rows, cols; matmul: dtype, m, n, k).
+ *   2. Exact key: binary search for the key (the family's key, in its header's order).
  *   3. Nearest key: among the table's rows with the same dtype whose configuration is valid for
  *      the requested key (its variant's constraints hold: a configuration never crosses its
  *      variant's limits), the one with the smallest sum over integer dimensions of
@@ -106,25 +106,6 @@ typedef struct {
     char why[512];        /* one line: what was looked up and why this answer */
 } ktune_choice;
 
-/* Row softmax: y[r, c] = exp(x[r, c] - max_c x[r, :]) / sum_c exp(...), fp32 arithmetic.
- * x and y are rows x cols, row-major, contiguous, of the same dtype; x == y is allowed. */
-ktune_status ktune_softmax(const void *x, void *y, int64_t rows, int64_t cols, ktune_dtype dtype,
-                           cudaStream_t stream);
-
-/* The configuration ktune_softmax would launch for this shape on the current device. */
-ktune_status ktune_softmax_explain(int64_t rows, int64_t cols, ktune_dtype dtype,
-                                   ktune_choice *choice);
-
-/* A linear layer: c[i, j] = sum_l a[i, l] * w[j, l], fp32 accumulation. a is m x k, w is n x k
- * (the weight as stored by PyTorch's nn.Linear), c is m x n; all row-major, contiguous, of one
- * dtype, f16 or bf16 (f32 is KTUNE_ERROR_INVALID_ARGUMENT). c must not overlap a or w. */
-ktune_status ktune_matmul(const void *a, const void *w, void *c, int64_t m, int64_t n, int64_t k,
-                          ktune_dtype dtype, cudaStream_t stream);
-
-/* The configuration ktune_matmul would launch for this shape on the current device. */
-ktune_status ktune_matmul_explain(int64_t m, int64_t n, int64_t k, ktune_dtype dtype,
-                                  ktune_choice *choice);
-
 /* A device described rather than detected, to ask offline (on a machine without it, or without
  * any GPU) which configuration a call would launch there. A field left 0 takes the usual value
  * of the compute capability (max_threads 1024; smem_per_block the opt-in maximum of cc 7.0 to
@@ -139,9 +120,9 @@ typedef struct {
     int64_t l2_bytes;
 } ktune_device_spec;
 
-/* The configuration family (e.g. "softmax") would launch for key on device: key names every
- * dimension of the family's key as name=value, in any order ("dtype=f16 rows=4 cols=1000";
- * matmul: "dtype=bf16 m=16 n=4096 k=4096"). device NULL: the current device.
+/* The configuration family would launch for key on device: key names every dimension of the
+ * family's key as name=value, in any order (e.g. "dtype=f16 rows=4 cols=1000"). device NULL: the
+ * current device.
  * KTUNE_ERROR_INVALID_ARGUMENT for an unknown family, a key that does not parse, or a device
  * without a name, SMs or compute capability. */
 ktune_status ktune_explain(const char *family, const char *key, const ktune_device_spec *device,
@@ -150,5 +131,8 @@ ktune_status ktune_explain(const char *family, const char *key, const ktune_devi
 #ifdef __cplusplus
 }
 #endif
+
+/* Each family's entry points: ktune/<family>.h, one a family of the build. */
+#include "ktune/families.h"
 
 #endif /* KTUNE_KTUNE_H */

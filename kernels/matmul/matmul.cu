@@ -6,9 +6,9 @@
 
 static_assert(KTUNE_MATMUL_NKEY == 4, "matmul keys are (dtype, m, n, k)");
 
-static const ktune_family family = ktune_matmul_family();
+static const ktune_family family = ktune__matmul_family();
 
-extern "C" const ktune_family *ktune__matmul_family(void) { return &family; }
+extern "C" const ktune_family *ktune__family_matmul(void) { return &family; }
 
 static ktune_status choose(int64_t m, int64_t n, int64_t k, ktune_dtype dtype, int *instance,
                            ktune_choice *choice)
@@ -17,11 +17,11 @@ static ktune_status choose(int64_t m, int64_t n, int64_t k, ktune_dtype dtype, i
         (dtype != KTUNE_F16 && dtype != KTUNE_BF16))
         return KTUNE_ERROR_INVALID_ARGUMENT;
     const ktune_device *device;
-    ktune_status st = ktune_device_current(&device);
+    ktune_status st = ktune__device_current(&device);
     if (st != KTUNE_OK)
         return st;
     const int64_t key[KTUNE_MAX_KEY] = {dtype, m, n, k};
-    return ktune_select(&family, key, device, instance, choice);
+    return ktune__select(&family, key, device, instance, choice);
 }
 
 extern "C" ktune_status ktune_matmul(const void *a, const void *w, void *c, int64_t m, int64_t n,
@@ -33,7 +33,7 @@ extern "C" ktune_status ktune_matmul(const void *a, const void *w, void *c, int6
     ktune_status st = choose(m, n, k, dtype, &instance, NULL);
     if (st != KTUNE_OK)
         return st;
-    ktune_matmul_launch_t *launch = (ktune_matmul_launch_t *)family.instances[instance].launch;
+    ktune__matmul_launch_t *launch = (ktune__matmul_launch_t *)family.instances[instance].launch;
     return launch(a, w, c, m, n, k, dtype, stream) == cudaSuccess ? KTUNE_OK : KTUNE_ERROR_CUDA;
 }
 

@@ -7,7 +7,7 @@
 #include "matmul_wgemv.cuh"
 #include "matmul_wgmma.cuh"
 
-typedef cudaError_t ktune_matmul_launch_t(const void *a, const void *w, void *c, int64_t m,
+typedef cudaError_t ktune__matmul_launch_t(const void *a, const void *w, void *c, int64_t m,
                                           int64_t n, int64_t k, int dtype, cudaStream_t stream);
 
 #define KTUNE_MATMUL_DEFINE_(fn, ...)                                                              \

@@ -14,8 +14,8 @@
 #include "worker_check.cuh"
 
 extern "C" {
-extern const ktune_instance ktune_matmul_candidates[];
-extern const int ktune_matmul_candidates_count;
+extern const ktune_instance ktune__matmul_candidates[];
+extern const int ktune__matmul_candidates_count;
 }
 
 namespace {
@@ -156,7 +156,7 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
 
 cudaError_t launch(int instance, int set, cudaStream_t stream)
 {
-    ktune_matmul_launch_t *fn = (ktune_matmul_launch_t *)ktune_matmul_candidates[instance].launch;
+    ktune__matmul_launch_t *fn = (ktune__matmul_launch_t *)ktune__matmul_candidates[instance].launch;
     return fn(st.a[set], st.w[set], st.c[set], st.m, st.n, st.k, st.dtype, stream);
 }
 
@@ -206,5 +206,5 @@ void ceiling_key(const int64_t *key, int64_t *out)
 } // namespace
 
 const ktune_worker_family ktune_worker_family_def = {
-    "matmul", 4, ktune_matmul_candidates, ktune_matmul_candidates_count, prepare, launch,
+    "matmul", 4, ktune__matmul_candidates, ktune__matmul_candidates_count, prepare, launch,
     check_poison, check_compare, copy, bytes, release, vendor, "cublas", flops, ceiling_key};

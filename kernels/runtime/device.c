@@ -23,7 +23,7 @@ static const struct {
     {100, 1024, 232448}, {103, 1024, 232448}, {120, 1024, 101376}, {121, 1024, 101376},
 };
 
-ktune_status ktune_device_from_spec(const ktune_device_spec *spec, ktune_device *d)
+ktune_status ktune__device_from_spec(const ktune_device_spec *spec, ktune_device *d)
 {
     if (!spec || !spec->name || !spec->name[0] || strlen(spec->name) >= sizeof d->name ||
         spec->sms < 1 || spec->cc < 10 || spec->max_threads < 0 || spec->smem_per_block < 0 ||
@@ -49,7 +49,7 @@ ktune_status ktune_device_from_spec(const ktune_device_spec *spec, ktune_device 
     return KTUNE_OK;
 }
 
-ktune_status ktune_device_current(const ktune_device **device)
+ktune_status ktune__device_current(const ktune_device **device)
 {
     int id;
     if (cudaGetDevice(&id) != cudaSuccess || id < 0 || id >= KTUNE_MAX_DEVICES)

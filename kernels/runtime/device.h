@@ -8,10 +8,10 @@
 extern "C" {
 #endif
 
-ktune_status ktune_device_current(const ktune_device **device);
+ktune_status ktune__device_current(const ktune_device **device);
 
 /* The device a spec describes, its zero limits filled from its compute capability (ktune.h). */
-ktune_status ktune_device_from_spec(const ktune_device_spec *spec, ktune_device *device);
+ktune_status ktune__device_from_spec(const ktune_device_spec *spec, ktune_device *device);
 
 #ifdef __cplusplus
 }

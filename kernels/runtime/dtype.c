@@ -34,7 +34,7 @@ int ktune_dtype_parse(const char *name, int64_t *dtype)
     return 0;
 }
 
-const char *ktune_dtype_names(void)
+const char *ktune__dtype_names(void)
 {
     static const char names[] =
 #define KTUNE_DTYPE_TEXT(NAME, name, bits, kind) #name ", "

@@ -62,9 +62,9 @@ ktune_status ktune_explain(const char *family, const char *key, const ktune_devi
         return KTUNE_ERROR_INVALID_ARGUMENT;
     ktune_device described;
     const ktune_device *dev = &described;
-    ktune_status st = spec ? ktune_device_from_spec(spec, &described) : ktune_device_current(&dev);
+    ktune_status st = spec ? ktune__device_from_spec(spec, &described) : ktune__device_current(&dev);
     if (st != KTUNE_OK)
         return st;
     int instance;
-    return ktune_select(f, k, dev, &instance, choice);
+    return ktune__select(f, k, dev, &instance, choice);
 }

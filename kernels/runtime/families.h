@@ -1,5 +1,5 @@
 /* Every family the library holds, by the accessor each family's .cu defines
- * (ktune__<family>_family); the list is generated from the build's families. */
+ * (ktune__family_<family>); the list is generated from the build's families. */
 #ifndef KTUNE_FAMILIES_H
 #define KTUNE_FAMILIES_H
 

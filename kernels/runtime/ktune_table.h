@@ -92,7 +92,7 @@ typedef struct {
 /* Sets *dtype and returns 1 when name is a dtype's name (KTUNE_DTYPE_MAP). */
 int ktune_dtype_parse(const char *name, int64_t *dtype);
 /* The names of every dtype, comma-separated: "f32, f16, ...", for messages. */
-const char *ktune_dtype_names(void);
+const char *ktune__dtype_names(void);
 
 /* Bytes an element takes, rounded up (a packed type: 1); constraints name it <dim>_bytes. */
 static inline int64_t ktune_dtype_bytes(int64_t dtype) { return (ktune_dtype_bits(dtype) + 7) / 8; }

@@ -44,7 +44,7 @@ static void env_load(void)
     env_loaded = 1;
 }
 
-void ktune_select_reset(void)
+void ktune__select_reset(void)
 {
     pthread_mutex_lock(&select_lock);
     env_loaded = 0;
@@ -57,7 +57,7 @@ void ktune_select_reset(void)
     pthread_mutex_unlock(&select_lock);
 }
 
-void ktune_key_format(const ktune_family *f, const int64_t *key, char *buf, size_t size)
+void ktune__key_format(const ktune_family *f, const int64_t *key, char *buf, size_t size)
 {
     size_t used = 0;
     buf[0] = '\0';
@@ -73,7 +73,7 @@ void ktune_key_format(const ktune_family *f, const int64_t *key, char *buf, size
     }
 }
 
-int ktune_instance_find(const ktune_family *f, const char *name)
+int ktune__instance_find(const ktune_family *f, const char *name)
 {
     for (int i = 0; i < f->ninstances; i++)
         if (strcmp(f->instances[i].name, name) == 0)
@@ -103,7 +103,7 @@ static const int *table_resolve(const ktune_family *f, const ktune_table *t)
     }
     resolved = grown;
     for (int r = 0; r < t->nrows; r++)
-        idx[r] = ktune_instance_find(f, t->rows[r].config);
+        idx[r] = ktune__instance_find(f, t->rows[r].config);
     resolved[nresolved++] = (resolved_table){t->rows, idx};
     return idx;
 }
@@ -194,12 +194,12 @@ static ktune_status select_locked(const ktune_family *f, const int64_t *key, con
                                   int *instance, ktune_choice *c)
 {
     char keytext[160], forced[128];
-    ktune_key_format(f, key, keytext, sizeof keytext);
+    ktune__key_format(f, key, keytext, sizeof keytext);
     memset(c, 0, sizeof *c);
     c->table = "";
 
     if (forced_config(f, forced, sizeof forced)) {
-        int i = ktune_instance_find(f, forced);
+        int i = ktune__instance_find(f, forced);
         if (i < 0 || !instance_valid(f, i, key, dev)) {
             snprintf(c->why, sizeof c->why, "%s %s: KTUNE_FORCE names %.120s, which is %s", f->name,
                      keytext, forced, i < 0 ? "not compiled in" : "invalid for this key");
@@ -241,7 +241,7 @@ static ktune_status select_locked(const ktune_family *f, const int64_t *key, con
         }
         if (best >= 0) {
             char neartext[160];
-            ktune_key_format(f, t->rows[best].key, neartext, sizeof neartext);
+            ktune__key_format(f, t->rows[best].key, neartext, sizeof neartext);
             *instance = idx[best];
             c->reason = KTUNE_REASON_NEAREST;
             c->tuned_us = t->rows[best].us;
@@ -252,7 +252,7 @@ static ktune_status select_locked(const ktune_family *f, const int64_t *key, con
         }
     }
     for (int d = 0; d < f->ndefaults; d++) {
-        int i = ktune_instance_find(f, f->defaults[d]);
+        int i = ktune__instance_find(f, f->defaults[d]);
         if (i >= 0 && instance_valid(f, i, key, dev)) {
             *instance = i;
             c->reason = KTUNE_REASON_DEFAULT;
@@ -266,7 +266,7 @@ static ktune_status select_locked(const ktune_family *f, const int64_t *key, con
     return KTUNE_ERROR_NO_CONFIG;
 }
 
-ktune_status ktune_select(const ktune_family *f, const int64_t *key, const ktune_device *dev,
+ktune_status ktune__select(const ktune_family *f, const int64_t *key, const ktune_device *dev,
                           int *instance, ktune_choice *choice)
 {
     ktune_choice local;
@@ -286,7 +286,7 @@ ktune_status ktune_select(const ktune_family *f, const int64_t *key, const ktune
             FILE *out = fopen(untuned_path, "a");
             if (out) {
                 char keytext[160];
-                ktune_key_format(f, key, keytext, sizeof keytext);
+                ktune__key_format(f, key, keytext, sizeof keytext);
                 fprintf(out, "%s %s\n", f->name, keytext);
                 fclose(out);
             }

@@ -11,17 +11,17 @@ extern "C" {
 /* Chooses the instance for key on device. On KTUNE_OK, *instance holds its index into
  * family->instances and choice (if not NULL) says what was chosen and why. Reads KTUNE_FORCE,
  * KTUNE_LOG and KTUNE_UNTUNED_FILE. Thread-safe. */
-ktune_status ktune_select(const ktune_family *family, const int64_t *key, const ktune_device *device,
+ktune_status ktune__select(const ktune_family *family, const int64_t *key, const ktune_device *device,
                           int *instance, ktune_choice *choice);
 
 /* Index of the instance named name, or -1. */
-int ktune_instance_find(const ktune_family *family, const char *name);
+int ktune__instance_find(const ktune_family *family, const char *name);
 
 /* Writes "dtype=f16 rows=4 cols=100" into buf. */
-void ktune_key_format(const ktune_family *family, const int64_t *key, char *buf, size_t size);
+void ktune__key_format(const ktune_family *family, const int64_t *key, char *buf, size_t size);
 
 /* Forgets cached environment settings and warnings (tests change the environment). */
-void ktune_select_reset(void);
+void ktune__select_reset(void);
 
 #ifdef __cplusplus
 }

@@ -6,9 +6,9 @@
 
 static_assert(KTUNE_SOFTMAX_NKEY == 3, "softmax keys are (dtype, rows, cols)");
 
-static const ktune_family family = ktune_softmax_family();
+static const ktune_family family = ktune__softmax_family();
 
-extern "C" const ktune_family *ktune__softmax_family(void) { return &family; }
+extern "C" const ktune_family *ktune__family_softmax(void) { return &family; }
 
 static ktune_status choose(int64_t rows, int64_t cols, ktune_dtype dtype, int *instance,
                            ktune_choice *choice)
@@ -17,11 +17,11 @@ static ktune_status choose(int64_t rows, int64_t cols, ktune_dtype dtype, int *i
                                                      dtype != KTUNE_BF16))
         return KTUNE_ERROR_INVALID_ARGUMENT;
     const ktune_device *device;
-    ktune_status st = ktune_device_current(&device);
+    ktune_status st = ktune__device_current(&device);
     if (st != KTUNE_OK)
         return st;
     const int64_t key[KTUNE_MAX_KEY] = {dtype, rows, cols};
-    return ktune_select(&family, key, device, instance, choice);
+    return ktune__select(&family, key, device, instance, choice);
 }
 
 extern "C" ktune_status ktune_softmax(const void *x, void *y, int64_t rows, int64_t cols,
@@ -33,7 +33,7 @@ extern "C" ktune_status ktune_softmax(const void *x, void *y, int64_t rows, int6
     ktune_status st = choose(rows, cols, dtype, &instance, NULL);
     if (st != KTUNE_OK)
         return st;
-    ktune_softmax_launch_t *launch = (ktune_softmax_launch_t *)family.instances[instance].launch;
+    ktune__softmax_launch_t *launch = (ktune__softmax_launch_t *)family.instances[instance].launch;
     return launch(x, y, rows, cols, dtype, stream) == cudaSuccess ? KTUNE_OK : KTUNE_ERROR_CUDA;
 }
 

@@ -4,7 +4,7 @@
 
 #include "softmax_kernels.cuh"
 
-typedef cudaError_t ktune_softmax_launch_t(const void *x, void *y, int64_t rows, int64_t cols,
+typedef cudaError_t ktune__softmax_launch_t(const void *x, void *y, int64_t rows, int64_t cols,
                                            int dtype, cudaStream_t stream);
 
 #define KTUNE_SOFTMAX_DEFINE_(fn, ...)                                                             \

@@ -11,8 +11,8 @@
 #include "worker_check.cuh"
 
 extern "C" {
-extern const ktune_instance ktune_softmax_candidates[];
-extern const int ktune_softmax_candidates_count;
+extern const ktune_instance ktune__softmax_candidates[];
+extern const int ktune__softmax_candidates_count;
 }
 
 namespace {
@@ -140,7 +140,7 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
 
 cudaError_t launch(int instance, int set, cudaStream_t stream)
 {
-    ktune_softmax_launch_t *fn = (ktune_softmax_launch_t *)ktune_softmax_candidates[instance].launch;
+    ktune__softmax_launch_t *fn = (ktune__softmax_launch_t *)ktune__softmax_candidates[instance].launch;
     return fn(st.x[set], st.y[set], st.rows, st.cols, st.dtype, stream);
 }
 
@@ -172,5 +172,5 @@ double bytes(const int64_t *key) { return 2.0 * (double)key[1] * (double)key[2] 
 } // namespace
 
 const ktune_worker_family ktune_worker_family_def = {
-    "softmax", 3, ktune_softmax_candidates, ktune_softmax_candidates_count, prepare, launch,
+    "softmax", 3, ktune__softmax_candidates, ktune__softmax_candidates_count, prepare, launch,
     check_poison, check_compare, copy, bytes, release, nullptr, nullptr, nullptr, nullptr};

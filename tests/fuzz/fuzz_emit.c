@@ -23,7 +23,8 @@ static int compiles(const char *header)
             dup2(null, 1);
         execl(KTUNE_FUZZ_CC, KTUNE_FUZZ_CC, "-std=c11", "-Wall", "-Werror", "-fsyntax-only",
               "-I" KTUNE_FUZZ_SOURCE "/kernels/runtime", "-I" KTUNE_FUZZ_SOURCE "/include",
-              "-I" KTUNE_FUZZ_CUDA_INCLUDE, "-include", "stdint.h", header, (char *)NULL);
+              "-I" KTUNE_FUZZ_BINARY_INCLUDE, "-I" KTUNE_FUZZ_CUDA_INCLUDE, "-include", "stdint.h",
+              header, (char *)NULL);
         _exit(127);
     }
     int status;

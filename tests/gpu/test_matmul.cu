@@ -19,8 +19,8 @@
 #include "select.h"
 
 extern "C" {
-extern const ktune_instance ktune_matmul_candidates[];
-extern const int ktune_matmul_candidates_count;
+extern const ktune_instance ktune__matmul_candidates[];
+extern const int ktune__matmul_candidates_count;
 }
 
 static uint16_t to_bits(float v, int dtype)
@@ -115,7 +115,7 @@ int main()
     }
     const ktune_device *dev;
     cublasHandle_t handle;
-    if (ktune_device_current(&dev) != KTUNE_OK || cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
+    if (ktune__device_current(&dev) != KTUNE_OK || cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
         printf("cannot read the device or start cuBLAS\n");
         return 1;
     }
@@ -137,12 +137,12 @@ int main()
             p.offset = (int)sh[3];
             problem_init(p, handle, (unsigned)(dtype * 7919 + p.m * 31 + p.n * 7 + p.k));
             const int64_t key[KTUNE_MAX_KEY] = {dtype, p.m, p.n, p.k};
-            for (int i = 0; i < ktune_matmul_candidates_count; i++) {
-                const ktune_instance *in = &ktune_matmul_candidates[i];
-                if (!ktune_matmul_valid(in->variant, in->params, key, dev))
+            for (int i = 0; i < ktune__matmul_candidates_count; i++) {
+                const ktune_instance *in = &ktune__matmul_candidates[i];
+                if (!ktune__matmul_valid(in->variant, in->params, key, dev))
                     continue;
                 CHECK(cudaMemset(p.c, 0xff, (size_t)(p.m * p.n) * 2));
-                cudaError_t e = ((ktune_matmul_launch_t *)in->launch)(p.a, p.w, p.c, p.m, p.n, p.k,
+                cudaError_t e = ((ktune__matmul_launch_t *)in->launch)(p.a, p.w, p.c, p.m, p.n, p.k,
                                                                       dtype, 0);
                 if (e == cudaSuccess)
                     e = cudaDeviceSynchronize();
@@ -180,7 +180,7 @@ int main()
             problem_free(p);
         }
     printf("%lld checks of %d candidate configs and ktune_matmul, %lld failures\n", checked,
-           ktune_matmul_candidates_count, failures);
+           ktune__matmul_candidates_count, failures);
 
     ktune_choice c;
     int ok = ktune_matmul_explain(1, 4096, 4096, KTUNE_BF16, &c) == KTUNE_OK;
@@ -190,12 +190,12 @@ int main()
     printf("explain f16 m=3000 n=4000 k=5000: %s (%s): %s\n", c.config,
            ktune_reason_string(c.reason), c.why);
     setenv("KTUNE_FORCE", "matmul=mma_bm128_bn128_bk32_wm2_wn2_stages4_split1", 1);
-    ktune_select_reset();
+    ktune__select_reset();
     ok &= ktune_matmul_explain(1, 4096, 4096, KTUNE_BF16, &c) == KTUNE_OK &&
           c.reason == KTUNE_REASON_FORCED;
     printf("forced: %s (%s)\n", c.config ? c.config : "-", ktune_reason_string(c.reason));
     unsetenv("KTUNE_FORCE");
-    ktune_select_reset();
+    ktune__select_reset();
     ok &= ktune_matmul(NULL, NULL, NULL, 1, 1, 1, KTUNE_BF16, 0) == KTUNE_ERROR_INVALID_ARGUMENT;
     ok &= ktune_matmul_explain(4, 4, 4, KTUNE_F32, &c) == KTUNE_ERROR_INVALID_ARGUMENT;
     ok &= ktune_matmul_explain(0, 4, 4, KTUNE_F16, &c) == KTUNE_ERROR_INVALID_ARGUMENT;

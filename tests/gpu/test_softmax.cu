@@ -17,8 +17,8 @@
 #include "softmax_space.h"
 
 extern "C" {
-extern const ktune_instance ktune_softmax_candidates[];
-extern const int ktune_softmax_candidates_count;
+extern const ktune_instance ktune__softmax_candidates[];
+extern const int ktune__softmax_candidates_count;
 }
 
 static size_t esize(int dtype) { return dtype == KTUNE_F32 ? 4 : 2; }
@@ -127,7 +127,7 @@ int main()
         return 77;
     }
     const ktune_device *dev;
-    if (ktune_device_current(&dev) != KTUNE_OK) {
+    if (ktune__device_current(&dev) != KTUNE_OK) {
         printf("cannot read the device\n");
         return 1;
     }
@@ -146,12 +146,12 @@ int main()
             p.offset = (int)sh[2];
             problem_init(p, (unsigned)(dtype * 1000 + sh[1]));
             const int64_t key[KTUNE_MAX_KEY] = {dtype, p.rows, p.cols};
-            for (int i = 0; i < ktune_softmax_candidates_count; i++) {
-                const ktune_instance *in = &ktune_softmax_candidates[i];
-                if (!ktune_softmax_valid(in->variant, in->params, key, dev))
+            for (int i = 0; i < ktune__softmax_candidates_count; i++) {
+                const ktune_instance *in = &ktune__softmax_candidates[i];
+                if (!ktune__softmax_valid(in->variant, in->params, key, dev))
                     continue;
                 CHECK(cudaMemset(p.dy, 0xff, (size_t)(p.rows * p.cols) * esize(dtype)));
-                cudaError_t e = ((ktune_softmax_launch_t *)in->launch)(p.dx, p.dy, p.rows, p.cols,
+                cudaError_t e = ((ktune__softmax_launch_t *)in->launch)(p.dx, p.dy, p.rows, p.cols,
                                                                        dtype, 0);
                 if (e == cudaSuccess)
                     e = cudaDeviceSynchronize();
@@ -188,7 +188,7 @@ int main()
             problem_free(p);
         }
     printf("%lld checks of %d candidate configs and ktune_softmax, %lld failures\n", checked,
-           ktune_softmax_candidates_count, failures);
+           ktune__softmax_candidates_count, failures);
 
     /* explain, KTUNE_FORCE, bad arguments */
     ktune_choice c;
@@ -196,16 +196,16 @@ int main()
     printf("explain f16 4096x1000: %s (%s): %s\n", c.config, ktune_reason_string(c.reason), c.why);
     /* a default is always compiled in, and online is valid for every key */
     setenv("KTUNE_FORCE", "matmul=x,softmax=online_threads256_vec1_unroll1_per_sm0", 1);
-    ktune_select_reset();
+    ktune__select_reset();
     ok &= ktune_softmax_explain(4096, 1000, KTUNE_F16, &c) == KTUNE_OK &&
           c.reason == KTUNE_REASON_FORCED && strcmp(c.config, "online_threads256_vec1_unroll1_per_sm0") == 0;
     printf("forced: %s (%s)\n", c.config ? c.config : "-", ktune_reason_string(c.reason));
     setenv("KTUNE_FORCE", "softmax=no_such_config", 1);
-    ktune_select_reset();
+    ktune__select_reset();
     ok &= ktune_softmax_explain(4096, 1000, KTUNE_F16, &c) == KTUNE_ERROR_FORCED_CONFIG;
     printf("forced unknown: %s\n", c.why);
     unsetenv("KTUNE_FORCE");
-    ktune_select_reset();
+    ktune__select_reset();
     ok &= ktune_softmax(NULL, NULL, 1, 1, KTUNE_F32, 0) == KTUNE_ERROR_INVALID_ARGUMENT;
     ok &= ktune_softmax_explain(0, 5, KTUNE_F32, &c) == KTUNE_ERROR_INVALID_ARGUMENT;
     if (!ok)

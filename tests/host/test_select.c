@@ -42,7 +42,7 @@ static const char *pick(const ktune_device *d, int64_t dtype, int64_t n, ktune_r
     const int64_t key[KTUNE_MAX_KEY] = {dtype, n};
     ktune_choice c;
     int i = -1;
-    *status = ktune_select(&fam, key, d, &i, &c);
+    *status = ktune__select(&fam, key, d, &i, &c);
     *reason = c.reason;
     printf("%-8s n=%-5lld -> %-8s %s\n", ktune_dtype_name(dtype), (long long)n,
            *status == KTUNE_OK ? instances[i].name : "error", c.why);
@@ -72,7 +72,7 @@ int main(void)
     close(fd);
     setenv("KTUNE_UNTUNED_FILE", untuned, 1);
     setenv("KTUNE_LOG", "quiet", 1);
-    ktune_select_reset();
+    ktune__select_reset();
 
     CHECK(strcmp(pick(&a, KTUNE_F16, 64, &r, &st), "v_tile2") == 0 && r == KTUNE_REASON_EXACT);
     CHECK(strcmp(pick(&a, KTUNE_F16, 1000, &r, &st), "v_tile1") == 0 && r == KTUNE_REASON_EXACT);
@@ -100,12 +100,12 @@ int main(void)
     CHECK(lines_in(untuned) == 7);
 
     setenv("KTUNE_FORCE", "other=zzz,fam=v_tile2", 1);
-    ktune_select_reset();
+    ktune__select_reset();
     CHECK(strcmp(pick(&a, KTUNE_F16, 64, &r, &st), "v_tile2") == 0 && r == KTUNE_REASON_FORCED);
     pick(&a, KTUNE_F16, 5000, &r, &st);
     CHECK(st == KTUNE_ERROR_FORCED_CONFIG);
     setenv("KTUNE_FORCE", "fam=missing", 1);
-    ktune_select_reset();
+    ktune__select_reset();
     pick(&a, KTUNE_F16, 64, &r, &st);
     CHECK(st == KTUNE_ERROR_FORCED_CONFIG);
     unsetenv("KTUNE_FORCE");
@@ -116,10 +116,10 @@ int main(void)
     narrow.defaults = only_v;
     narrow.ndefaults = 1;
     narrow.ntables = 0;
-    ktune_select_reset();
+    ktune__select_reset();
     const int64_t key[KTUNE_MAX_KEY] = {KTUNE_F16, 100000};
     int i;
-    CHECK(ktune_select(&narrow, key, &a, &i, NULL) == KTUNE_ERROR_NO_CONFIG);
+    CHECK(ktune__select(&narrow, key, &a, &i, NULL) == KTUNE_ERROR_NO_CONFIG);
 
     CHECK(strcmp(ktune_status_string(KTUNE_ERROR_NO_CONFIG), "no configuration is valid for this shape") == 0);
     CHECK(strcmp(ktune_reason_string(KTUNE_REASON_NEAREST), "nearest") == 0);

@@ -37,7 +37,7 @@ int main(int argc, char **argv)
                                      {"H", 132, 90, 1024, 232448, 52428800, 0},
                                      {"A", 108, 80, 1024, 166912, 41943040, 0}};
     long agree, valid[3 * 4] = {0}, valid_wgmma[3], valid_wgemv[3], valid_mma[3];
-    CHECK(space_validity_disagreements(&s, ktune_matmul_valid, devices, 3, &agree, valid) == 0);
+    CHECK(space_validity_disagreements(&s, ktune__matmul_valid, devices, 3, &agree, valid) == 0);
     for (int dv = 0; dv < 3; dv++) {
         valid_wgmma[dv] = valid[dv * 4 + KTUNE_MATMUL_VARIANT_WGMMA];
         valid_wgemv[dv] = valid[dv * 4 + KTUNE_MATMUL_VARIANT_WGEMV];
@@ -57,7 +57,7 @@ int main(int argc, char **argv)
     int tma_valid = 0, gemv_valid = 0;
     for (int c = 0; c < s.nconfigs; c++) {
         const int v = s.configs[c].variant,
-                  ok = ktune_matmul_valid(v, s.configs[c].params, key, &devices[0]);
+                  ok = ktune__matmul_valid(v, s.configs[c].params, key, &devices[0]);
         if (v == KTUNE_MATMUL_VARIANT_WGMMA || v == KTUNE_MATMUL_VARIANT_WGEMV)
             tma_valid += ok;
         gemv_valid += v == KTUNE_MATMUL_VARIANT_GEMV && ok;

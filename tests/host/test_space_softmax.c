@@ -43,7 +43,7 @@ int main(int argc, char **argv)
     const ktune_device devices[2] = {{"H", 132, 90, 1024, 232448, 52428800, 1},
                                      {"A", 108, 80, 512, 166912, 41943040, 0}};
     long agree, per_variant_valid[2 * 6] = {0}, valid = 0;
-    CHECK(space_validity_disagreements(&s, ktune_softmax_valid, devices, 2, &agree,
+    CHECK(space_validity_disagreements(&s, ktune__softmax_valid, devices, 2, &agree,
                                        per_variant_valid) == 0);
     for (int i = 0; i < 2 * 6; i++)
         valid += per_variant_valid[i];
