@@ -1,16 +1,86 @@
 /* ktune-explain: which configuration the library would launch for a key, on the current device or
- * on a described one (no GPU needed). `ktune explain` runs it. */
+ * on a described one (no GPU needed). `ktune explain` runs it; `ktune bench` runs its
+ * --selection-cost, the host cost of the library's selection. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "device.h"
+#include "families.h"
 #include "ktune/ktune.h"
+#include "select.h"
+
+static double now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+/* The host cost of a selection, for the keys of every table of the family: on the launch path
+ * (ktune__select without a choice, as ktune_<family>() calls it, after each key's first call) and
+ * explained (with its choice and text). */
+static int selection_cost(const char *name, const ktune_device_spec *spec)
+{
+    const ktune_family *f = NULL;
+    for (int i = 0; i < ktune__nfamilies && !f; i++)
+        if (strcmp(ktune__families[i]()->name, name) == 0)
+            f = ktune__families[i]();
+    static ktune_device described;
+    const ktune_device *dev = &described;
+    ktune_status st = !f                 ? KTUNE_ERROR_INVALID_ARGUMENT
+                      : spec && spec->name ? ktune__device_from_spec(spec, &described)
+                                           : ktune__device_current(&dev);
+    if (st != KTUNE_OK) {
+        fprintf(stderr, "ktune-explain: %s: %s\n", name, ktune_status_string(st));
+        return st == KTUNE_ERROR_CUDA ? 4 : 1;
+    }
+    setenv("KTUNE_LOG", "quiet", 1); /* keys of other devices' tables are untuned here */
+    ktune__select_reset();
+    int nkeys = 0;
+    for (int t = 0; t < f->ntables; t++)
+        nkeys += f->tables[t]->nrows;
+    if (nkeys == 0) {
+        printf("%s: no table, no key to time\n", name);
+        return 0;
+    }
+    const int rounds = 2000000 / nkeys + 1;
+    int instance, failed = 0;
+    double launch = 0, explained = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int t = 0; t < f->ntables; t++)
+            for (int r = 0; r < f->tables[t]->nrows; r++) /* each key's first call, untimed */
+                failed |= ktune__select(f, f->tables[t]->rows[r].key, dev, &instance, NULL) !=
+                          KTUNE_OK;
+    double t0 = now_ns();
+    for (int round = 0; round < rounds; round++)
+        for (int t = 0; t < f->ntables; t++)
+            for (int r = 0; r < f->tables[t]->nrows; r++)
+                failed |= ktune__select(f, f->tables[t]->rows[r].key, dev, &instance, NULL) !=
+                          KTUNE_OK;
+    launch = (now_ns() - t0) / ((double)rounds * nkeys);
+    const int explain_rounds = rounds / 20 + 1;
+    t0 = now_ns();
+    for (int round = 0; round < explain_rounds; round++)
+        for (int t = 0; t < f->ntables; t++)
+            for (int r = 0; r < f->tables[t]->nrows; r++) {
+                ktune_choice c;
+                failed |= ktune__select(f, f->tables[t]->rows[r].key, dev, &instance, &c) !=
+                          KTUNE_OK;
+            }
+    explained = (now_ns() - t0) / ((double)explain_rounds * nkeys);
+    printf("%s selection on %s: %.3f us a call on the launch path, %.3f us explained (%d keys, "
+           "%d and %d rounds)\n",
+           name, dev->name, launch / 1000, explained / 1000, nkeys, rounds, explain_rounds);
+    return failed ? 1 : 0;
+}
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: ktune-explain FAMILY KEY [--device NAME --sms N --cc C "
-                    "[--max-threads N] [--smem-per-block B] [--l2-bytes B]]\n"
+    fprintf(stderr, "usage: ktune-explain FAMILY KEY|--selection-cost [--device NAME --sms N "
+                    "--cc C [--max-threads N] [--smem-per-block B] [--l2-bytes B]]\n"
                     "  KEY: every dimension of the family's key as name=value, e.g. "
                     "'dtype=f16 rows=4 cols=1000'\n");
     return 2;
@@ -30,7 +100,7 @@ int main(int argc, char **argv)
     if (argc < 3)
         return usage();
     ktune_device_spec spec = {0};
-    int described = 0;
+    int described = 0, cost = strcmp(argv[2], "--selection-cost") == 0;
     for (int i = 3; i < argc; i += 2) {
         long long v = 0;
         const char *name = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
@@ -54,6 +124,8 @@ int main(int argc, char **argv)
             return usage();
         }
     }
+    if (cost)
+        return selection_cost(argv[1], described ? &spec : NULL);
     ktune_choice c;
     ktune_status st = ktune_explain(argv[1], argv[2], described ? &spec : NULL, &c);
     if (st != KTUNE_OK) {

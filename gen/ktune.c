@@ -958,6 +958,27 @@ static int cmd_explain(const options *o, const ktune_space *s)
     return KTUNE_EXIT_FAILED;
 }
 
+/* The host cost of the library's selection on this GPU (ktune-explain --selection-cost, beside
+ * this program, linked with the library), after the bench's table. */
+static void selection_cost_print(const ktune_space *s)
+{
+    char self[PATH_MAX], command[PATH_MAX + 128];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(command, sizeof command, "'%s/ktune-explain' %s --selection-cost 2>&1",
+             n > 0 ? self : ".", s->family);
+    fflush(stdout);
+    FILE *p = popen(command, "r");
+    char line[512];
+    while (p && fgets(line, sizeof line, p))
+        printf("ktune: %s", line);
+    if (!p || pclose(p) != 0)
+        printf("ktune: the host cost of a selection was not measured (%s)\n", command);
+}
+
 static int cmd_expand(const options *o, const ktune_space *s)
 {
     printf("%s: %d variants, %d configs, %d defaults, %d shapes\n", s->family, s->nvariants,
@@ -1070,6 +1091,8 @@ int main(int argc, char **argv)
         ktune_err err;
         rc = ktune_bench_run(&s, o.registry_dir, &w, o.config_timeout * 10, out, o.plot, stdout,
                              &err);
+        if (rc == 0)
+            selection_cost_print(&s);
         if (rc)
             fprintf(stderr, "%s%s\n",
                     rc == KTUNE_WORKER_NO_DEVICE ? "ktune: no GPU to bench on: " : "", err.msg);

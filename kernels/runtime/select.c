@@ -4,6 +4,8 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,80 @@ static int nwarned;
 static resolved_table *resolved;
 static int nresolved;
 
+/* The keys already answered, for the launch path: filled under select_lock, read without it.
+ * A slot is written once, then published by its ready flag (release; readers acquire), and
+ * only ktune__select_reset empties them. A key whose probe window is full is not kept: it is
+ * answered under the lock each time, correctly but slower. */
+#define KTUNE_MEMO_SLOTS 4096
+#define KTUNE_MEMO_PROBES 8
+
+typedef struct {
+    atomic_int ready;
+    const ktune_family *family;
+    const ktune_device *device;
+    int64_t key[KTUNE_MAX_KEY];
+    int instance;
+} memo_slot;
+
+static memo_slot memo[KTUNE_MEMO_SLOTS];
+static atomic_int env_ready; /* the environment's settings below are read (under the lock) */
+
+static size_t memo_hash(const ktune_family *f, const ktune_device *dev, const int64_t *key)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a over the pointers and the key */
+    uint64_t words[KTUNE_MAX_KEY + 2] = {(uint64_t)(uintptr_t)f, (uint64_t)(uintptr_t)dev};
+    for (int d = 0; d < f->nkey; d++)
+        words[2 + d] = (uint64_t)key[d];
+    for (int i = 0; i < f->nkey + 2; i++)
+        for (int b = 0; b < 8; b++) {
+            h ^= (words[i] >> (8 * b)) & 0xff;
+            h *= 1099511628211ULL;
+        }
+    return (size_t)h;
+}
+
+static int key_equal(int nkey, const int64_t *a, const int64_t *b)
+{
+    for (int d = 0; d < nkey; d++)
+        if (a[d] != b[d])
+            return 0;
+    return 1;
+}
+
+static int memo_find(const ktune_family *f, const ktune_device *dev, const int64_t *key,
+                     int *instance)
+{
+    size_t h = memo_hash(f, dev, key);
+    for (int p = 0; p < KTUNE_MEMO_PROBES; p++) {
+        memo_slot *m = &memo[(h + (size_t)p) % KTUNE_MEMO_SLOTS];
+        if (!atomic_load_explicit(&m->ready, memory_order_acquire))
+            return 0;
+        if (m->family == f && m->device == dev && key_equal(f->nkey, m->key, key)) {
+            *instance = m->instance;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Called with the lock held. */
+static void memo_put(const ktune_family *f, const ktune_device *dev, const int64_t *key,
+                     int instance)
+{
+    size_t h = memo_hash(f, dev, key);
+    for (int p = 0; p < KTUNE_MEMO_PROBES; p++) {
+        memo_slot *m = &memo[(h + (size_t)p) % KTUNE_MEMO_SLOTS];
+        if (atomic_load_explicit(&m->ready, memory_order_relaxed))
+            continue;
+        m->family = f;
+        m->device = dev;
+        memcpy(m->key, key, sizeof(int64_t) * (size_t)f->nkey);
+        m->instance = instance;
+        atomic_store_explicit(&m->ready, 1, memory_order_release);
+        return;
+    }
+}
+
 static void env_load(void)
 {
     if (env_loaded)
@@ -42,12 +118,16 @@ static void env_load(void)
     const char *untuned = getenv("KTUNE_UNTUNED_FILE");
     snprintf(untuned_path, sizeof untuned_path, "%s", untuned ? untuned : "");
     env_loaded = 1;
+    atomic_store_explicit(&env_ready, 1, memory_order_release);
 }
 
 void ktune__select_reset(void)
 {
     pthread_mutex_lock(&select_lock);
     env_loaded = 0;
+    atomic_store(&env_ready, 0);
+    for (int i = 0; i < KTUNE_MEMO_SLOTS; i++)
+        atomic_store(&memo[i].ready, 0);
     nwarned = 0;
     for (int i = 0; i < nresolved; i++)
         free(resolved[i].instance);
@@ -269,11 +349,21 @@ static ktune_status select_locked(const ktune_family *f, const int64_t *key, con
 ktune_status ktune__select(const ktune_family *f, const int64_t *key, const ktune_device *dev,
                           int *instance, ktune_choice *choice)
 {
+    /* the launch path: a key answered before, no lock, no text (unless KTUNE_LOG=debug or
+     * KTUNE_FORCE asks for it on every call) */
+    if (!choice && atomic_load_explicit(&env_ready, memory_order_acquire) && !log_debug &&
+        !force_spec[0] && memo_find(f, dev, key, instance))
+        return KTUNE_OK;
     ktune_choice local;
     ktune_choice *c = choice ? choice : &local;
     pthread_mutex_lock(&select_lock);
     env_load();
     ktune_status st = select_locked(f, key, dev, instance, c);
+    if (st == KTUNE_OK && !choice && !force_spec[0]) {
+        int known;
+        if (!memo_find(f, dev, key, &known))
+            memo_put(f, dev, key, *instance);
+    }
     if (log_debug)
         fprintf(stderr, "ktune: %s -> %s (%s)\n", c->why, st == KTUNE_OK ? c->config : "error",
                 st == KTUNE_OK ? ktune_reason_string(c->reason) : ktune_status_string(st));

@@ -10,7 +10,10 @@ extern "C" {
 
 /* Chooses the instance for key on device. On KTUNE_OK, *instance holds its index into
  * family->instances and choice (if not NULL) says what was chosen and why. Reads KTUNE_FORCE,
- * KTUNE_LOG and KTUNE_UNTUNED_FILE. Thread-safe. */
+ * KTUNE_LOG and KTUNE_UNTUNED_FILE. Thread-safe. With choice NULL (the launch path) a key
+ * answered before on the same device is answered again from a table read without a lock and
+ * without formatting text; device must then outlive the process's calls (ktune__device_current's
+ * does). */
 ktune_status ktune__select(const ktune_family *family, const int64_t *key, const ktune_device *device,
                           int *instance, ktune_choice *choice);
 
@@ -20,7 +23,8 @@ int ktune__instance_find(const ktune_family *family, const char *name);
 /* Writes "dtype=f16 rows=4 cols=100" into buf. */
 void ktune__key_format(const ktune_family *family, const int64_t *key, char *buf, size_t size);
 
-/* Forgets cached environment settings and warnings (tests change the environment). */
+/* Forgets cached environment settings, answers and warnings (tests change the environment); not
+ * to be called while another thread selects. */
 void ktune__select_reset(void);
 
 #ifdef __cplusplus

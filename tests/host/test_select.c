@@ -110,6 +110,24 @@ int main(void)
     CHECK(st == KTUNE_ERROR_FORCED_CONFIG);
     unsetenv("KTUNE_FORCE");
 
+    /* the launch path (no choice asked): the same answers as above, the second time from the
+     * keys answered before, for each device apart; untuned keys are still recorded once */
+    ktune__select_reset();
+    const struct {
+        const ktune_device *dev;
+        int64_t n;
+        const char *config;
+    } launches[] = {{&a, 64, "v_tile2"}, {&c, 64, "w_any"},   {&a, 1500, "v_tile2"},
+                    {&a, 5000, "w_any"}, {&none, 50, "v_tile1"}, {&a_cut, 64, "v_tile2"}};
+    for (int round = 0; round < 3; round++)
+        for (size_t l = 0; l < sizeof launches / sizeof launches[0]; l++) {
+            const int64_t lk[KTUNE_MAX_KEY] = {KTUNE_F16, launches[l].n};
+            int li = -1;
+            CHECK(ktune__select(&fam, lk, launches[l].dev, &li, NULL) == KTUNE_OK && li >= 0 &&
+                  strcmp(instances[li].name, launches[l].config) == 0);
+        }
+    CHECK(lines_in(untuned) == 7 + 3); /* 1500 and 5000 on Dev A, 50 on Dev D: once each */
+
     /* nothing valid at all */
     static const char *const only_v[] = {"v_tile1"};
     ktune_family narrow = fam;
