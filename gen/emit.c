@@ -342,8 +342,8 @@ int ktune_emit_table(const ktune_space *s, const ktune_registry *reg, const char
 }
 
 int ktune_emit_table_index(const ktune_space *s, const ktune_registry *regs,
-                           const char *const *headers, int count, const ktune_emit_tools *tools,
-                           const char *out_dir, ktune_err *err)
+                           const char *const *headers, const int *const *instances, int count,
+                           const ktune_emit_tools *tools, const char *out_dir, ktune_err *err)
 {
     ktune_buf d = {0};
     defs_begin(&d, s, "the registries of generated/");
@@ -357,7 +357,10 @@ int ktune_emit_table_index(const ktune_space *s, const ktune_registry *regs,
                               headers[i]);
         }
         table_symbol(s, &regs[i], symbol, sizeof symbol);
-        ktune_buf_printf(&d, "kt4_table([[%s]], [[%s]])", headers[i], symbol);
+        ktune_buf_printf(&d, "kt4_table([[%s]], [[%s]], [[", headers[i], symbol);
+        for (int r = 0; r < regs[i].nentries; r++)
+            ktune_buf_printf(&d, "%s%d", r ? ", " : "", instances[i][r]);
+        ktune_buf_printf(&d, "]])");
     }
     ktune_buf_printf(&d, "]])\n");
     char path[4096];

@@ -590,15 +590,28 @@ static int cmd_gen(const options *o, const ktune_space *s)
         headers[i][strlen(headers[i]) - 3] = '\0';
     }
     int *lib = malloc(sizeof *lib * (size_t)(s->nconfigs ? s->nconfigs : 1));
-    for (int i = 0; i < s->nconfigs; i++)
+    int *position = malloc(sizeof *position * (size_t)(s->nconfigs ? s->nconfigs : 1));
+    for (int i = 0; i < s->nconfigs; i++) {
+        position[i] = used[i] ? nlib : -1; /* the library's instance index of config i */
         if (used[i])
             lib[nlib++] = i;
+    }
+    int **instances = calloc((size_t)count + 1, sizeof *instances);
+    for (int i = 0; i < count; i++) {
+        instances[i] = malloc(sizeof **instances * (size_t)(regs[i].nentries + 1));
+        for (int e = 0; e < regs[i].nentries; e++)
+            instances[i][e] = position[ktune_space_find_config(s, regs[i].entries[e].config)];
+    }
     int bad = ktune_emit_space(s, &tools, o->out, &err) ||
               ktune_emit_instances(s, "candidates", all, s->nconfigs, o->shards, &tools, o->out,
                                    &err) ||
               ktune_emit_instances(s, "library", lib, nlib, o->shards, &tools, o->out, &err) ||
-              ktune_emit_table_index(s, regs, (const char *const *)headers, count, &tools, o->out,
-                                     &err);
+              ktune_emit_table_index(s, regs, (const char *const *)headers,
+                                     (const int *const *)instances, count, &tools, o->out, &err);
+    for (int i = 0; i < count; i++)
+        free(instances[i]);
+    free(instances);
+    free(position);
     free(lib);
     if (bad)
         goto fail;

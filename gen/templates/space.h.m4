@@ -89,12 +89,14 @@ extern const ktune_instance kt4_prefix[[]]_library[];
 extern const int kt4_prefix[[]]_library_count;
 extern const ktune_table *const kt4_prefix[[]]_tables[];
 extern const int kt4_prefix[[]]_table_count;
+extern const int *const kt4_prefix[[]]_table_instances[];
 
 /* The family as the runtime's selection sees it. */
 static inline ktune_family kt4_prefix[[]]_family(void)
 {
     ktune_family f = {"kt4_family", kt4_PREFIX[[]]_NKEY, kt4_prefix[[]]_key_names,
                       kt4_prefix[[]]_key_kinds, kt4_prefix[[]]_tables, kt4_prefix[[]]_table_count,
+                      kt4_prefix[[]]_table_instances,
                       kt4_prefix[[]]_library, kt4_prefix[[]]_library_count, kt4_prefix[[]]_defaults,
                       (int)(sizeof kt4_prefix[[]]_defaults / sizeof kt4_prefix[[]]_defaults[0]),
                       kt4_prefix[[]]_valid};

@@ -82,6 +82,9 @@ typedef struct {
     const ktune_dim_kind *key_kinds;
     const ktune_table *const *tables;
     int ntables;
+    /* for each table, the instance index of each row (into instances; -1: not compiled in),
+     * resolved when the build generated the library */
+    const int *const *table_instances;
     const ktune_instance *instances;
     int ninstances;
     const char *const *defaults; /* first valid one wins */

@@ -17,11 +17,6 @@ typedef struct {
     int64_t key[KTUNE_MAX_KEY];
 } warned_key;
 
-typedef struct {
-    const ktune_row *rows;
-    int *instance; /* rows[i].config resolved to an instance index, -1 when not compiled in */
-} resolved_table;
-
 static pthread_mutex_t select_lock = PTHREAD_MUTEX_INITIALIZER;
 static int env_loaded;
 static int log_debug, log_quiet;
@@ -29,8 +24,6 @@ static char force_spec[1024];
 static char untuned_path[1024];
 static warned_key warned[KTUNE_MAX_WARNED];
 static int nwarned;
-static resolved_table *resolved;
-static int nresolved;
 
 /* The keys already answered, for the launch path: filled under select_lock, read without it.
  * A slot is written once, then published by its ready flag (release; readers acquire), and
@@ -129,11 +122,6 @@ void ktune__select_reset(void)
     for (int i = 0; i < KTUNE_MEMO_SLOTS; i++)
         atomic_store(&memo[i].ready, 0);
     nwarned = 0;
-    for (int i = 0; i < nresolved; i++)
-        free(resolved[i].instance);
-    free(resolved);
-    resolved = NULL;
-    nresolved = 0;
     pthread_mutex_unlock(&select_lock);
 }
 
@@ -167,36 +155,16 @@ static int instance_valid(const ktune_family *f, int i, const int64_t *key, cons
     return f->valid(in->variant, in->params, key, dev);
 }
 
-/* The instance index of each row of table, resolved once. Called with the lock held. */
-static const int *table_resolve(const ktune_family *f, const ktune_table *t)
-{
-    for (int i = 0; i < nresolved; i++)
-        if (resolved[i].rows == t->rows)
-            return resolved[i].instance;
-    int *idx = malloc(sizeof *idx * (size_t)(t->nrows ? t->nrows : 1));
-    resolved_table *grown = realloc(resolved, sizeof *resolved * (size_t)(nresolved + 1));
-    if (!idx || !grown) {
-        free(idx);
-        if (grown)
-            resolved = grown;
-        return NULL;
-    }
-    resolved = grown;
-    for (int r = 0; r < t->nrows; r++)
-        idx[r] = ktune__instance_find(f, t->rows[r].config);
-    resolved[nresolved++] = (resolved_table){t->rows, idx};
-    return idx;
-}
-
-static const ktune_table *table_for(const ktune_family *f, const ktune_device *dev)
+/* The index of the device's table in f->tables, or -1. */
+static int table_for(const ktune_family *f, const ktune_device *dev)
 {
     for (int i = 0; i < f->ntables; i++)
         if (strcmp(f->tables[i]->device, dev->name) == 0 && f->tables[i]->sms == dev->sms)
-            return f->tables[i];
+            return i;
     for (int i = 0; i < f->ntables; i++)
         if (f->tables[i]->cc == dev->cc)
-            return f->tables[i];
-    return NULL;
+            return i;
+    return -1;
 }
 
 static int key_compare(int nkey, const int64_t *a, const int64_t *b)
@@ -292,11 +260,10 @@ static ktune_status select_locked(const ktune_family *f, const int64_t *key, con
         return KTUNE_OK;
     }
 
-    const ktune_table *t = table_for(f, dev);
+    const int ti = table_for(f, dev);
+    const ktune_table *t = ti >= 0 ? f->tables[ti] : NULL;
     if (t) {
-        const int *idx = table_resolve(f, t);
-        if (!idx)
-            return KTUNE_ERROR_OUT_OF_MEMORY;
+        const int *idx = f->table_instances[ti];
         c->table = t->device;
         int r = row_find(f, t, key);
         if (r >= 0 && idx[r] >= 0 && instance_valid(f, idx[r], key, dev)) {

@@ -32,9 +32,12 @@ static const ktune_row rows_b[] = {{{KTUNE_F16, 64}, "w_any", 9.0f, 9.5f}};
 static const ktune_table table_a = {"Dev A", 100, 90, rows_a, 4};
 static const ktune_table table_b = {"Dev B", 50, 80, rows_b, 1};
 static const ktune_table *const tables[] = {&table_a, &table_b};
+/* each row's instance, as the build resolves it (-1: not compiled in) */
+static const int instances_a[] = {1, 0, -1, 2}, instances_b[] = {2};
+static const int *const table_instances[] = {instances_a, instances_b};
 static const char *const defaults[] = {"v_tile1", "w_any"};
-static const ktune_family fam = {"fam", 2, key_names, key_kinds, tables, 2, instances, 3,
-                                 defaults, 2, valid};
+static const ktune_family fam = {"fam", 2, key_names, key_kinds, tables, 2, table_instances,
+                                 instances, 3, defaults, 2, valid};
 
 static const char *pick(const ktune_device *d, int64_t dtype, int64_t n, ktune_reason *reason,
                         ktune_status *status)
