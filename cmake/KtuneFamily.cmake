@@ -54,7 +54,7 @@ function(ktune_add_family family)
   add_dependencies(ktune_${family}_candidates ktune_${family}_sources)
 
   add_executable(ktune-worker-${family}
-    "${PROJECT_SOURCE_DIR}/gen/worker/worker_main.cu"
+    "${PROJECT_SOURCE_DIR}/gen/worker/worker_main.cu" "${PROJECT_SOURCE_DIR}/gen/worker/workload.c"
     "${PROJECT_SOURCE_DIR}/kernels/${family}/${family}_worker.cu")
   target_link_libraries(ktune-worker-${family} PRIVATE ktune_${family}_candidates ${arg_WORKER_LIBS})
 endfunction()

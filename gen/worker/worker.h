@@ -8,6 +8,13 @@
 
 #include "ktune_table.h"
 
+/* Inputs beyond dense tensors (sequence lengths, page tables, expert offsets and routing,
+ * quantization scales) are prepare()'s too: it draws them with workload.h's generators from the
+ * key and a fixed seed (the same workload on every run and machine), copies them into the arena
+ * beside the tensors, one copy an input set where a kernel reads them like its tensors, and
+ * computes the reference from the same copies. The check and the timing need nothing more: they
+ * poison and compare what poison() and compare() name, and launch(instance, set) takes the set's
+ * tensors and its non-tensor inputs together. */
 struct ktune_worker_family {
     const char *name;
     int nkey;
