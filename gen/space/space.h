@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-#include "../kernels/runtime/ktune_table.h"
+#include "ktune_table.h"
 #include "expr.h"
 #include "util.h"
 
