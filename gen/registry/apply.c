@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sweep.h"
+#include "run_folder.h"
 
 double ktune_apply_noise(double us, double spread_a, double spread_b)
 {
