@@ -1,3 +1,5 @@
+/* A family's space: its key, its variants (parameters, constraints) expanded into configs, its
+ * defaults; the shapes are shapes.c's. */
 #define _POSIX_C_SOURCE 200809L
 #include "space.h"
 
@@ -5,19 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models.h"
+#include "shapes.h"
 #include "yaml_tree.h"
 
 #define KTUNE_MAX_CONFIGS 100000
-#define KTUNE_MAX_SHAPES 1000000
 #define KTUNE_PARAM_MAX 1048576
-#define KTUNE_DIM_MAX ((int64_t)1 << 40)
-/* Combinations enumerated before constraints or a `where` filter them: a variant's parameter
- * values, a grid's points, a models entry's models x degrees x layers x grid points. */
-#define KTUNE_MAX_COMBINATIONS 10000000
 
-/* The product of counts, or KTUNE_MAX_COMBINATIONS + 1 once it passes the bound. */
-static int64_t combinations(const int *counts, int n)
+int64_t ktune_space_combinations(const int *counts, int n)
 {
     int64_t total = 1;
     for (int i = 0; i < n; i++) {
@@ -34,14 +30,9 @@ static int int64_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-typedef struct {
-    const ktune_space *space;
-    const ktune_space_variant *variant; /* NULL: key dimensions only */
-} resolve_ctx;
-
-static int resolve(void *vctx, const char *name, ktune_ref_kind *kind, int *index)
+int ktune_space_resolve(void *vctx, const char *name, ktune_ref_kind *kind, int *index)
 {
-    resolve_ctx *ctx = vctx;
+    ktune_space_resolve_ctx *ctx = vctx;
     if (ctx->variant)
         for (int i = 0; i < ctx->variant->nparams; i++)
             if (strcmp(ctx->variant->params[i].name, name) == 0) {
@@ -192,14 +183,15 @@ static int load_variant(const char *file, const ktune_node *vname, const ktune_n
     if (ktune_expect(file, cons, KTUNE_NODE_SEQ, "constraints", err))
         return -1;
     v->constraints = calloc((size_t)cons->count + 1, sizeof *v->constraints);
-    resolve_ctx ctx = {s, v};
+    ktune_space_resolve_ctx ctx = {s, v};
     for (int i = 0; i < cons->count; i++) {
         const ktune_node *c = cons->items[i];
         if (ktune_expect(file, c, KTUNE_NODE_SCALAR, "a constraint", err))
             return -1;
         /* a plain one-line scalar's columns match the text; quoted ones are off by the quote */
         int col = c->col + (c->plain ? 0 : 1);
-        ktune_expr *e = ktune_expr_parse(c->value, resolve, &ctx, file, c->line, col, err);
+        ktune_expr *e =
+            ktune_expr_parse(c->value, ktune_space_resolve, &ctx, file, c->line, col, err);
         if (!e)
             return -1;
         unsigned uses = ktune_expr_uses(e);
@@ -235,7 +227,7 @@ static int expand_configs(const char *file, const ktune_node *at, ktune_space *s
         int kept = 0;
         for (int p = 0; p < v->nparams; p++)
             counts[p] = v->params[p].nvalues;
-        if (combinations(counts, v->nparams) > KTUNE_MAX_COMBINATIONS)
+        if (ktune_space_combinations(counts, v->nparams) > KTUNE_MAX_COMBINATIONS)
             return ktune_fail_at(err, file, at->line, at->col,
                                  "variant '%s' combines more than %d parameter values",
                                  v->name, KTUNE_MAX_COMBINATIONS);
@@ -341,418 +333,6 @@ int ktune_space_key_compare(const ktune_space *s, const int64_t *a, const int64_
     return 0;
 }
 
-static const ktune_space *sort_space; /* qsort has no context argument in C11 */
-
-static int shape_cmp(const void *a, const void *b)
-{
-    return ktune_space_key_compare(sort_space, ((const ktune_space_shape *)a)->key,
-                                   ((const ktune_space_shape *)b)->key);
-}
-
-typedef struct {
-    ktune_space_shape *items;
-    size_t count, cap;
-} shape_list;
-
-static int shape_add(shape_list *l, const int64_t *key, const char *file, const ktune_node *at,
-                     ktune_err *err)
-{
-    if (l->count == KTUNE_MAX_SHAPES)
-        return ktune_fail_at(err, file, at->line, at->col, "more than %d shapes",
-                             KTUNE_MAX_SHAPES);
-    if (l->count == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 64;
-        l->items = realloc(l->items, l->cap * sizeof *l->items);
-    }
-    memset(&l->items[l->count], 0, sizeof l->items[l->count]);
-    memcpy(l->items[l->count].key, key, sizeof(int64_t) * KTUNE_MAX_KEY);
-    l->count++;
-    return 0;
-}
-
-/* The values one dimension of a grid takes: a list, or {from, to, times | step}. */
-static int dim_values(const char *file, const ktune_node *n, const ktune_space_dim *dim,
-                      int64_t **out, int *count, ktune_err *err)
-{
-    if (dim->kind == KTUNE_DIM_DTYPE || n->kind == KTUNE_NODE_SEQ) {
-        if (ktune_expect_list(file, n, dim->name, err))
-            return -1;
-        *out = calloc((size_t)n->count, sizeof **out);
-        *count = n->count;
-        for (int i = 0; i < n->count; i++) {
-            const ktune_node *it = n->items[i];
-            if (dim->kind == KTUNE_DIM_DTYPE) {
-                if (ktune_expect(file, it, KTUNE_NODE_SCALAR, "a dtype", err))
-                    return -1;
-                if (!ktune_dtype_parse(it->value, &(*out)[i]))
-                    return ktune_fail_at(err, file, it->line, it->col,
-                                         "unknown dtype '%s' (expected one of %.*s)", it->value,
-                                         (int)strlen(ktune__dtype_names()) - 2,
-                                         ktune__dtype_names());
-            } else if (ktune_expect_int(file, it, dim->name, 1, KTUNE_DIM_MAX, &(*out)[i], err)) {
-                return -1;
-            }
-        }
-        return 0;
-    }
-    static const char *const allowed[] = {"from", "to", "times", "step", NULL};
-    static const char *const required[] = {"from", "to", NULL};
-    if (ktune_expect(file, n, KTUNE_NODE_MAP, dim->name, err) ||
-        ktune_expect_keys(file, n, allowed, required, err))
-        return -1;
-    int64_t from, to, times = 0, step = 0;
-    const ktune_node *tn = ktune_map_get(n, "times"), *sn = ktune_map_get(n, "step");
-    if (ktune_expect_int(file, ktune_map_get(n, "from"), "from", 1, KTUNE_DIM_MAX, &from, err) ||
-        ktune_expect_int(file, ktune_map_get(n, "to"), "to", from, KTUNE_DIM_MAX, &to, err) ||
-        (tn && ktune_expect_int(file, tn, "times", 2, 1024, &times, err)) ||
-        (sn && ktune_expect_int(file, sn, "step", 1, KTUNE_DIM_MAX, &step, err)))
-        return -1;
-    if (!tn == !sn)
-        return ktune_fail_at(err, file, n->line, n->col, "give exactly one of 'times' and 'step'");
-    int cap = 0;
-    *out = NULL;
-    *count = 0;
-    for (int64_t v = from; v <= to; v = times ? v * times : v + step) {
-        if (*count == 100000)
-            return ktune_fail_at(err, file, n->line, n->col, "more than 100000 values");
-        if (*count == cap)
-            *out = realloc(*out, (size_t)(cap = cap ? cap * 2 : 16) * sizeof **out);
-        (*out)[(*count)++] = v;
-    }
-    return 0;
-}
-
-static int load_grid(const char *file, const ktune_node *entry, ktune_space *s, shape_list *l,
-                     ktune_err *err)
-{
-    const ktune_node *grid = ktune_map_get(entry, "grid");
-    if (ktune_expect(file, grid, KTUNE_NODE_MAP, "grid", err))
-        return -1;
-    const char *names[KTUNE_MAX_KEY + 1] = {NULL};
-    for (int d = 0; d < s->nkey; d++)
-        names[d] = s->key[d].name;
-    if (ktune_expect_keys(file, grid, names, names, err))
-        return -1;
-    ktune_expr *where = NULL;
-    const ktune_node *wn = ktune_map_get(entry, "where");
-    if (wn) {
-        if (ktune_expect(file, wn, KTUNE_NODE_SCALAR, "where", err))
-            return -1;
-        resolve_ctx ctx = {s, NULL};
-        where = ktune_expr_parse(wn->value, resolve, &ctx, file, wn->line,
-                                 wn->col + (wn->plain ? 0 : 1), err);
-        if (!where)
-            return -1;
-    }
-    int64_t *values[KTUNE_MAX_KEY] = {NULL};
-    int counts[KTUNE_MAX_KEY] = {0}, idx[KTUNE_MAX_KEY] = {0}, rc = 0;
-    for (int d = 0; d < s->nkey && rc == 0; d++)
-        rc = dim_values(file, ktune_map_get(grid, s->key[d].name), &s->key[d], &values[d],
-                        &counts[d], err);
-    if (rc == 0 && combinations(counts, s->nkey) > KTUNE_MAX_COMBINATIONS)
-        rc = ktune_fail_at(err, file, grid->line, grid->col,
-                           "the grid has more than %d points", KTUNE_MAX_COMBINATIONS);
-    while (rc == 0) {
-        int64_t key[KTUNE_MAX_KEY] = {0};
-        for (int d = 0; d < s->nkey; d++)
-            key[d] = values[d][idx[d]];
-        ktune_expr_env env = {NULL, key, NULL};
-        if (!where || ktune_expr_eval(where, &env))
-            rc = shape_add(l, key, file, grid, err);
-        int d = 0;
-        while (d < s->nkey && ++idx[d] == counts[d])
-            idx[d++] = 0;
-        if (d == s->nkey)
-            break;
-    }
-    for (int d = 0; d < s->nkey; d++)
-        free(values[d]);
-    ktune_expr_free(where);
-    return rc;
-}
-
-static int load_list(const char *file, const ktune_node *entry, ktune_space *s, shape_list *l,
-                     ktune_err *err)
-{
-    const ktune_node *list = ktune_map_get(entry, "list");
-    if (ktune_expect_list(file, list, "list", err))
-        return -1;
-    const char *names[KTUNE_MAX_KEY + 1] = {NULL};
-    for (int d = 0; d < s->nkey; d++)
-        names[d] = s->key[d].name;
-    for (int i = 0; i < list->count; i++) {
-        const ktune_node *m = list->items[i];
-        if (ktune_expect(file, m, KTUNE_NODE_MAP, "a shape", err) ||
-            ktune_expect_keys(file, m, names, names, err))
-            return -1;
-        int64_t key[KTUNE_MAX_KEY] = {0};
-        for (int d = 0; d < s->nkey; d++) {
-            const ktune_node *v = ktune_map_get(m, s->key[d].name);
-            if (s->key[d].kind == KTUNE_DIM_DTYPE) {
-                if (ktune_expect(file, v, KTUNE_NODE_SCALAR, "a dtype", err))
-                    return -1;
-                if (!ktune_dtype_parse(v->value, &key[d]))
-                    return ktune_fail_at(err, file, v->line, v->col,
-                                         "unknown dtype '%s' (expected one of %.*s)", v->value,
-                                         (int)strlen(ktune__dtype_names()) - 2,
-                                         ktune__dtype_names());
-            } else if (ktune_expect_int(file, v, s->key[d].name, 1, KTUNE_DIM_MAX, &key[d], err)) {
-                return -1;
-            }
-        }
-        if (shape_add(l, key, file, m, err))
-            return -1;
-    }
-    return 0;
-}
-
-/* Names a derived key dimension may use: the batch, the layer's local out and in, tp. */
-static int resolve_layer(void *ctx, const char *name, ktune_ref_kind *kind, int *index)
-{
-    static const char *const names[] = {"batch", "out", "in", "tp"};
-    (void)ctx;
-    for (int i = 0; i < 4; i++)
-        if (strcmp(names[i], name) == 0) {
-            *kind = KTUNE_REF_PARAM;
-            *index = i;
-            return 0;
-        }
-    return -1;
-}
-
-/* The directory of model presets: models/ beside the space file. */
-static void models_dir(const ktune_space *s, char *out, size_t size)
-{
-    const char *slash = strrchr(s->path, '/');
-    if (slash)
-        snprintf(out, size, "%.*s/models", (int)(slash - s->path), s->path);
-    else
-        snprintf(out, size, "models");
-}
-
-/* Shapes from model presets: for every model, tp degree, linear layer and grid point, the key
- * dimensions of `derive` evaluated over batch, the layer's local out and in, and tp. */
-static int load_models(const char *file, const ktune_node *entry, ktune_space *s,
-                       const ktune_space_opts *o, shape_list *l, ktune_err *err)
-{
-    static const char *const allowed[] = {"models", "tp", "grid", "derive", "where", NULL};
-    static const char *const required[] = {"models", "grid", "derive", NULL};
-    if (ktune_expect_keys(file, entry, allowed, required, err))
-        return -1;
-    const ktune_node *models = ktune_map_get(entry, "models"), *tpn = ktune_map_get(entry, "tp");
-    const ktune_node *grid = ktune_map_get(entry, "grid"), *derive = ktune_map_get(entry, "derive");
-    if (ktune_expect_list(file, models, "models", err) ||
-        ktune_expect(file, grid, KTUNE_NODE_MAP, "grid", err) ||
-        ktune_expect(file, derive, KTUNE_NODE_MAP, "derive", err))
-        return -1;
-    if (models->count > 64)
-        return ktune_fail_at(err, file, models->line, models->col, "more than 64 models");
-    for (int i = 0; i < models->count; i++)
-        if (ktune_expect(file, models->items[i], KTUNE_NODE_SCALAR, "a model's name", err))
-            return -1;
-    /* tp: one degree or a list; --tp-size replaces it */
-    int64_t tps[64];
-    int ntp = 1;
-    tps[0] = 1;
-    if (o && o->tp > 0) {
-        tps[0] = o->tp;
-    } else if (tpn && tpn->kind == KTUNE_NODE_SEQ) {
-        if (ktune_expect_list(file, tpn, "tp", err))
-            return -1;
-        if (tpn->count > 64)
-            return ktune_fail_at(err, file, tpn->line, tpn->col, "more than 64 tp degrees");
-        for (ntp = 0; ntp < tpn->count; ntp++)
-            if (ktune_expect_int(file, tpn->items[ntp], "tp", 1, 1024, &tps[ntp], err))
-                return -1;
-    } else if (tpn && ktune_expect_int(file, tpn, "tp", 1, 1024, &tps[0], err)) {
-        return -1;
-    }
-    /* every key dimension comes from the grid or from derive, not both; the grid has the batch */
-    ktune_space_dim dims[KTUNE_MAX_KEY + 1];
-    int ndims = 0, from_grid[KTUNE_MAX_KEY];
-    ktune_expr *exprs[KTUNE_MAX_KEY] = {NULL}, *where = NULL;
-    int64_t *values[KTUNE_MAX_KEY + 1] = {NULL};
-    int counts[KTUNE_MAX_KEY + 1] = {0}, idx[KTUNE_MAX_KEY + 1] = {0}, rc = -1;
-    const char *grid_keys[KTUNE_MAX_KEY + 2] = {"batch"}, *derive_keys[KTUNE_MAX_KEY + 1] = {NULL};
-    int ng = 1, nd = 0;
-    for (int d = 0; d < s->nkey; d++) {
-        from_grid[d] = ktune_map_get(grid, s->key[d].name) != NULL;
-        if (from_grid[d])
-            grid_keys[ng++] = s->key[d].name;
-        else
-            derive_keys[nd++] = s->key[d].name;
-    }
-    if (ktune_expect_keys(file, grid, grid_keys, grid_keys, err) ||
-        ktune_expect_keys(file, derive, derive_keys, derive_keys, err))
-        return -1;
-    for (int d = 0; d < s->nkey; d++) {
-        const ktune_node *e = ktune_map_get(derive, s->key[d].name);
-        if (from_grid[d]) {
-            dims[ndims++] = s->key[d];
-            continue;
-        }
-        if (s->key[d].kind != KTUNE_DIM_INT) {
-            ktune_fail_at(err, file, e->line, e->col, "%s is a dtype; give it in the grid",
-                          s->key[d].name);
-            goto cleanup;
-        }
-        if (ktune_expect(file, e, KTUNE_NODE_SCALAR, s->key[d].name, err) ||
-            !(exprs[d] = ktune_expr_parse(e->value, resolve_layer, NULL, file, e->line,
-                                          e->col + (e->plain ? 0 : 1), err)))
-            goto cleanup;
-    }
-    snprintf(dims[ndims].name, sizeof dims[ndims].name, "batch");
-    dims[ndims++].kind = KTUNE_DIM_INT;
-    const ktune_node *wn = ktune_map_get(entry, "where");
-    if (wn) {
-        resolve_ctx ctx = {s, NULL};
-        if (ktune_expect(file, wn, KTUNE_NODE_SCALAR, "where", err) ||
-            !(where = ktune_expr_parse(wn->value, resolve, &ctx, file, wn->line,
-                                       wn->col + (wn->plain ? 0 : 1), err)))
-            goto cleanup;
-    }
-    for (int i = 0; i < ndims; i++)
-        if (dim_values(file, ktune_map_get(grid, dims[i].name), &dims[i], &values[i], &counts[i],
-                       err))
-            goto cleanup;
-    char dir[1100];
-    models_dir(s, dir, sizeof dir);
-    const int nmodels = o && o->model ? 1 : models->count;
-    /* models x degrees x layers (at most KTUNE_MODEL_MAX_LAYERS each) x grid points */
-    int bound[KTUNE_MAX_KEY + 4] = {nmodels, ntp, KTUNE_MODEL_MAX_LAYERS};
-    for (int i = 0; i < ndims; i++)
-        bound[3 + i] = counts[i];
-    if (combinations(bound, 3 + ndims) > KTUNE_MAX_COMBINATIONS) {
-        ktune_fail_at(err, file, grid->line, grid->col,
-                      "models x tp degrees x %d layers x grid points is more than %d",
-                      KTUNE_MODEL_MAX_LAYERS, KTUNE_MAX_COMBINATIONS);
-        goto cleanup;
-    }
-    for (int mi = 0; mi < nmodels; mi++) {
-        const char *name = o && o->model ? o->model : models->items[mi]->value;
-        ktune_model model;
-        ktune_err inner;
-        if (ktune_model_load(dir, name, &model, &inner)) {
-            if (o && o->model)
-                ktune_fail(err, "--model %s", inner.msg);
-            else if (strncmp(inner.msg, name, strlen(name)) == 0)
-                ktune_fail_at(err, file, models->items[mi]->line, models->items[mi]->col, "%s",
-                              inner.msg);
-            else
-                *err = inner;
-            goto cleanup;
-        }
-        for (int ti = 0; ti < ntp; ti++)
-            for (int li = 0; li < model.nlayers; li++) {
-                int64_t layer[4] = {0, 0, 0, tps[ti]};
-                if (ktune_model_local(&model, li, tps[ti], &layer[1], &layer[2], &inner)) {
-                    if (o && o->tp > 0)
-                        ktune_fail(err, "--tp-size %lld: %s", (long long)o->tp, inner.msg);
-                    else
-                        ktune_fail_at(err, file, (tpn ? tpn : entry)->line, (tpn ? tpn : entry)->col, "%s", inner.msg);
-                    goto cleanup;
-                }
-                memset(idx, 0, sizeof idx);
-                for (;;) {
-                    int64_t key[KTUNE_MAX_KEY] = {0};
-                    for (int i = 0, gd = 0; i < s->nkey; i++)
-                        if (from_grid[i])
-                            key[i] = values[gd][idx[gd]], gd++;
-                    layer[0] = values[ndims - 1][idx[ndims - 1]];
-                    ktune_expr_env env = {layer, NULL, NULL};
-                    int ok = 1;
-                    for (int i = 0; i < s->nkey; i++)
-                        if (!from_grid[i]) {
-                            key[i] = ktune_expr_eval(exprs[i], &env);
-                            ok = ok && key[i] >= 1 && key[i] <= KTUNE_DIM_MAX;
-                        }
-                    ktune_expr_env kenv = {NULL, key, NULL};
-                    if (ok && (!where || ktune_expr_eval(where, &kenv)) &&
-                        shape_add(l, key, file, entry, err))
-                        goto cleanup;
-                    int d = 0;
-                    while (d < ndims && ++idx[d] == counts[d])
-                        idx[d++] = 0;
-                    if (d == ndims)
-                        break;
-                }
-            }
-    }
-    rc = 0;
-cleanup:
-    for (int i = 0; i < KTUNE_MAX_KEY; i++)
-        ktune_expr_free(exprs[i]);
-    for (int i = 0; i <= KTUNE_MAX_KEY; i++)
-        free(values[i]);
-    ktune_expr_free(where);
-    return rc;
-}
-
-static int load_shapes(const char *file, const ktune_node *n, ktune_space *s,
-                       const ktune_space_opts *o, ktune_err *err)
-{
-    static const char *const allowed[] = {"grid", "where", "list", "models", "tp", "derive", NULL};
-    if (ktune_expect_list(file, n, "shapes", err))
-        return -1;
-    shape_list l = {0};
-    int rc = 0, models = 0;
-    for (int i = 0; i < n->count && rc == 0; i++) {
-        const ktune_node *e = n->items[i];
-        if (ktune_expect(file, e, KTUNE_NODE_MAP, "a shapes entry", err) ||
-            ktune_expect_keys(file, e, allowed, NULL, err)) {
-            rc = -1;
-        } else if (ktune_map_get(e, "models")) {
-            rc = load_models(file, e, s, o, &l, err);
-            models++;
-        } else if (o && o->model) {
-            continue; /* --model: only shapes derived from models */
-        } else if (ktune_map_get(e, "grid") && !ktune_map_get(e, "list") &&
-                   !ktune_map_get(e, "tp") && !ktune_map_get(e, "derive")) {
-            rc = load_grid(file, e, s, &l, err);
-        } else if (ktune_map_get(e, "list") && !ktune_map_get(e, "grid") &&
-                   !ktune_map_get(e, "where")) {
-            rc = load_list(file, e, s, &l, err);
-        } else {
-            rc = ktune_fail_at(err, file, e->line, e->col,
-                               "a shapes entry is either 'grid' (with an optional 'where'), "
-                               "'list', or 'models' (with 'grid', 'derive', optional 'tp' and "
-                               "'where')");
-        }
-    }
-    if (rc == 0 && o && o->model && models == 0)
-        rc = ktune_fail(err, "--model %s: %s derives no shapes from model presets", o->model, file);
-    if (rc == 0 && o && o->where) {
-        resolve_ctx ctx = {s, NULL};
-        ktune_expr *where = ktune_expr_parse(o->where, resolve, &ctx, "--where", 1, 1, err);
-        size_t kept = 0;
-        for (size_t i = 0; where && i < l.count; i++) {
-            ktune_expr_env env = {NULL, l.items[i].key, NULL};
-            if (ktune_expr_eval(where, &env))
-                l.items[kept++] = l.items[i];
-        }
-        if (!where)
-            rc = -1;
-        else if (kept == 0)
-            rc = ktune_fail(err, "--where %s: no shape of %s is left", o->where, file);
-        l.count = kept;
-        ktune_expr_free(where);
-    }
-    if (rc == 0 && l.count == 0)
-        rc = ktune_fail_at(err, file, n->line, n->col, "the shapes select no shape");
-    if (rc == 0) {
-        sort_space = s;
-        qsort(l.items, l.count, sizeof *l.items, shape_cmp);
-        size_t out = 0;
-        for (size_t i = 0; i < l.count; i++)
-            if (out == 0 || shape_cmp(&l.items[out - 1], &l.items[i]) != 0)
-                l.items[out++] = l.items[i];
-        l.count = out;
-    }
-    s->shapes = l.items;
-    s->nshapes = (int)l.count;
-    return rc;
-}
-
 int ktune_space_load(const char *path, ktune_space *s, ktune_err *err)
 {
     return ktune_space_load_with(path, NULL, s, err);
@@ -798,7 +378,7 @@ int ktune_space_load_with(const char *path, const ktune_space_opts *o, ktune_spa
     }
     if (expand_configs(path, variants, s, err) ||
         load_defaults(path, ktune_map_get(root, "defaults"), s, err) ||
-        load_shapes(path, ktune_map_get(root, "shapes"), s, o, err))
+        ktune_shapes_load(path, ktune_map_get(root, "shapes"), s, o, err))
         goto cleanup;
     rc = 0;
 cleanup:

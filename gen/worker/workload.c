@@ -48,7 +48,8 @@ int ktune_workload_lengths(ktune_rng *rng, int n, int64_t total, int64_t max, in
         int64_t share = lo + ktune_rng_below(rng, hi - lo + 1);
         if (i < n - 1) {
             const int64_t mean = left / (n - i);
-            share = (share + mean) / 2 < lo ? lo : (share + mean) / 2 > hi ? hi : (share + mean) / 2;
+            const int64_t blend = (share + mean) / 2;
+            share = blend < lo ? lo : blend > hi ? hi : blend;
         } else {
             share = left;
         }

@@ -62,7 +62,8 @@ ktune_status ktune_explain(const char *family, const char *key, const ktune_devi
         return KTUNE_ERROR_INVALID_ARGUMENT;
     ktune_device described;
     const ktune_device *dev = &described;
-    ktune_status st = spec ? ktune__device_from_spec(spec, &described) : ktune__device_current(&dev);
+    ktune_status st =
+        spec ? ktune__device_from_spec(spec, &described) : ktune__device_current(&dev);
     if (st != KTUNE_OK)
         return st;
     int instance;

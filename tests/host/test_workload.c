@@ -30,7 +30,8 @@ int main(void)
     CHECK(sum == 20000 && lo >= 1 && hi <= 1024 && hi > lo); /* ragged, within bounds */
     CHECK(ktune_workload_lengths(&r3, 64, 20000, 1024, b) == 0 && memcmp(a, b, sizeof a) != 0);
     CHECK(ktune_workload_lengths(&r, 4, 16, 4, b) == 0 && b[0] == 4 && b[1] == 4 && b[3] == 4);
-    CHECK(ktune_workload_lengths(&r, 4, 3, 4, b) == -1 && ktune_workload_lengths(&r, 4, 17, 4, b) == -1);
+    CHECK(ktune_workload_lengths(&r, 4, 3, 4, b) == -1);  /* fewer than one a sequence */
+    CHECK(ktune_workload_lengths(&r, 4, 17, 4, b) == -1); /* more than max a sequence */
 
     /* page table: every page at most once, enough pages a sequence, unused slots -1 */
     const int32_t lengths[3] = {1, 33, 64};
