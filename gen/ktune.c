@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -35,7 +36,9 @@
       "               file:line:col) or a command that failed; nothing committed changed")        \
     X(KTUNE_EXIT_USAGE, 2, "a bad command line (unknown command or option, bad value)")           \
     X(KTUNE_EXIT_BUDGET, 3, "sweep --budget ran out; the same command resumes")                   \
-    X(KTUNE_EXIT_NO_GPU, 4, "no usable GPU (no driver, no device): sweep, bench, verify")         \
+    X(KTUNE_EXIT_NO_GPU, 4,                                                                       \
+      "no usable GPU (no driver, no device): sweep, bench, verify, explain\n"                     \
+      "               without --device")                                                          \
     X(KTUNE_EXIT_CHECK, 5,                                                                        \
       "a check failed: verify found an entry slower or wrong, emit --check a header\n"            \
       "               out of date")                                                               \
@@ -55,93 +58,13 @@ static void exit_codes_print(FILE *out)
 #undef KTUNE_EXIT_LINE
 }
 
-static const char usage_text[] =
-    "usage: ktune <command> [<family>] [options]\n"
-    "\n"
-    "commands:\n"
-    "  sweep <family>    measure every config of the space on every shape (GPU)\n"
-    "      --run DIR             run folder (default ktune-runs/<family>-<UTC time>); re-run the\n"
-    "                            same command to resume an interrupted sweep\n"
-    "      --search staged       screen every config with short samples, then re-measure the\n"
-    "                            best few precisely, interleaved (the default)\n"
-    "      --search exhaustive   measure every config precisely, then re-measure the best few\n"
-    "      --samples N           timed samples a precise measurement (7)\n"
-    "      --min-sample-us U     shortest sample; launches are repeated to reach it (200)\n"
-    "      --screen-samples N    timed samples a config in a staged search's screen (2)\n"
-    "      --screen-min-sample-us U\n"
-    "                            shortest sample of the screen (30)\n"
-    "      --screen-cut F        a screened config whose first sample takes more than F times\n"
-    "                            the shape's fastest first sample stops there (1.25; 0: never)\n"
-    "      --warmup-us U         warm-up before an interleaved measurement (50)\n"
-    "      --config-timeout S    a config answering later is killed and recorded timeout (10)\n"
-    "      --top N               at most N configs a shape re-measured interleaved at the end\n"
-    "                            (staged 6, exhaustive 3): the fastest, and those within\n"
-    "                            --final-margin of it; with them the default and the committed\n"
-    "                            config\n"
-    "      --final-margin F      how far behind the fastest (a fraction of its time) a config may\n"
-    "                            be and still be re-measured at the end (0.05; at least 0.15 us)\n"
-    "      --seed N              try each shape's configs in an order shuffled by N (0: declared\n"
-    "                            order); the same N gives the same order, also on resume\n"
-    "      --max-configs-without-improvement N\n"
-    "                            a shape stops after N measured configs without a new best\n"
-    "                            (0: exhaustive, the default)\n"
-    "      --gpu N               CUDA device (0)\n"
-    "      --gpus 0,1,...        one worker a GPU, each measuring every N-th shape into\n"
-    "                            RUN/gpu<g>, merged into RUN at the end (the same GPU model)\n"
-    "      --shape-budget S      a shape takes no new config after S seconds (0: no limit)\n"
-    "      --budget S            the run stops after S seconds, exit 3; re-run to resume\n"
-    "      --shard i/N           measure only shapes i, i + N, i + 2N, ... (several machines;\n"
-    "                            ktune merge joins the runs)\n"
-    "      --apply               apply the run and emit the header when done\n"
-    "      --verbose             print every failure as it happens\n"
-    "  merge OUT RUN...  join run folders (the shards of a sweep) into the run folder OUT\n"
-    "  apply RUN         merge a run into generated/<device>/<family>.yaml and emit its header\n"
-    "      --force               take every winner of the run, faster or not\n"
-    "  emit <family>     registries -> headers (generated/<device>/<family>.h)\n"
-    "      --check               change nothing; fail when a header is out of date\n"
-    "  show <family>     what each device's table holds and its gain over the default\n"
-    "      --crossover DIM       and which variant wins along DIM (e.g. m) for each value of the\n"
-    "                            other dimensions\n"
-    "  bench <family>    tuned vs default vs a copy of the same bytes vs the vendor library (if\n"
-    "                    the family has one) on this GPU, and each variant at its fastest (GPU)\n"
-    "      --out CSV             where the CSV goes (default <family>.bench.csv)\n"
-    "      --plot PNG            also draw time against the first size of the key, a line a\n"
-    "                            variant (gnuplot)\n"
-    "  verify <family>   re-measure this GPU's committed table; fail when an entry is slower than\n"
-    "                    recorded by more than --threshold percent (5), or no longer correct\n"
-    "  explain <family> KEY\n"
-    "                    which config the library picks for KEY ('dtype=f16 rows=4 cols=1000')\n"
-    "                    and why, on this GPU or, with --device, on a device described (no GPU\n"
-    "                    needed; --sms and --cc default to those of the device's committed\n"
-    "                    table)\n"
-    "      --device NAME --sms N --cc C\n"
-    "  expand <family>   the space: config and shape counts; --list prints them\n"
-    "  gen <family>      the build's generated sources (used by CMake)\n"
-    "      --out DIR --shards N\n"
-    "      --library-all         compile every config into the library, not only the tables'\n"
-    "\n"
-    "common options:\n"
-    "  --space FILE          the space (default <spaces-dir>/<family>.yaml)\n"
-    "  --model NAME          only the shapes the space derives from the model preset\n"
-    "                        <spaces-dir>/models/NAME.yaml (sweep, expand)\n"
-    "  --tp-size N           with --model: tensor-parallel degree N instead of the space's own\n"
-    "  --where EXPR          only the shapes for which EXPR over the key holds, e.g.\n"
-    "                        'm <= 16 && k >= 4096' (sweep, expand)\n"
-    "  --spaces-dir DIR      (default " KTUNE_SOURCE_DIR "/spaces)\n"
-    "  --registry-dir DIR    (default " KTUNE_SOURCE_DIR "/generated)\n"
-    "  --templates DIR       (default " KTUNE_SOURCE_DIR "/gen/templates)\n"
-    "  --m4 PROGRAM          (default " KTUNE_M4 ")\n"
-    "  --worker PROGRAM      (default ktune-worker-<family> beside this program)\n"
-    "  --source-rev REV      the source revision runs record (default $KTUNE_SOURCE_REV, else\n"
-    "                        git describe of the source tree, else unknown)\n";
-
 typedef struct {
     const char *command, *family;
     const char *positionals[64];
     int npositionals;
     const char *space, *spaces_dir, *registry_dir, *templates, *m4, *worker;
     const char *run, *out, *source_rev, *gpus, *model, *crossover, *plot, *where, *search;
-    const char *device;
+    const char *device, *shard_text;
     int sms, cc;
     int tp_size;
     int argc;
@@ -152,6 +75,182 @@ typedef struct {
     int apply, verbose, force, check, list, library_all;
     char command_line[2048];
 } options;
+
+/* The commands, in the order --help lists them. */
+static const struct {
+    const char *name, *args, *summary;
+} commands[] = {
+    {"sweep", "<family>", "measure every config of the space on every shape (GPU)"},
+    {"merge", "OUT RUN...", "join run folders (the shards of a sweep) into the run folder OUT"},
+    {"apply", "RUN", "merge a run into generated/<device>/<family>.yaml and emit its header"},
+    {"emit", "<family>", "registries -> headers (generated/<device>/<family>.h)"},
+    {"show", "<family>", "what each device's table holds and its gain over the default"},
+    {"bench", "<family>",
+     "tuned vs default vs a copy of the same bytes vs the vendor library (if\n"
+     "the family has one) on this GPU, and each variant at its fastest (GPU)"},
+    {"verify", "<family>",
+     "re-measure this GPU's committed table; fail when an entry is slower than\n"
+     "recorded by more than --threshold percent (5), or no longer correct"},
+    {"explain", "<family> KEY",
+     "which config the library picks for KEY ('dtype=f16 rows=4 cols=1000')\n"
+     "and why, on this GPU or, with --device, on a device described (no GPU\n"
+     "needed; --sms and --cc default to those of the device's committed\n"
+     "table)"},
+    {"expand", "<family>", "the space: config and shape counts; --list prints them"},
+    {"gen", "<family>", "the build's generated sources (used by CMake)"},
+};
+
+/* Every option, declared once: the parser and --help are made from this table. FLAG sets an int
+ * to 1, TEXT keeps the argument, INT and DOUBLE parse it within [min, max]. An option is listed
+ * under its command, or with the common options (command NULL). */
+typedef enum { OPT_FLAG, OPT_TEXT, OPT_INT, OPT_DOUBLE } option_kind;
+
+typedef struct {
+    const char *name;
+    option_kind kind;
+    size_t offset;
+    double min, max;
+    const char *command, *metavar, *help;
+} option_spec;
+
+#define OPT(name, kind, field, min, max, command, metavar, help)                                   \
+    {name, kind, offsetof(options, field), min, max, command, metavar, help}
+static const option_spec option_table[] = {
+    OPT("--run", OPT_TEXT, run, 0, 0, "sweep", "DIR",
+        "run folder (default ktune-runs/<family>-<UTC time>); re-run the\n"
+        "same command to resume an interrupted sweep"),
+    OPT("--search", OPT_TEXT, search, 0, 0, "sweep", "staged|exhaustive",
+        "staged (the default): screen every config with short samples, then\n"
+        "re-measure the best few precisely, interleaved; exhaustive: measure\n"
+        "every config precisely, then re-measure the best few"),
+    OPT("--samples", OPT_INT, samples, 1, 1000, "sweep", "N",
+        "timed samples a precise measurement (7)"),
+    OPT("--min-sample-us", OPT_DOUBLE, min_sample_us, 1, INFINITY, "sweep", "U",
+        "shortest sample; launches are repeated to reach it (200)"),
+    OPT("--screen-samples", OPT_INT, screen_samples, 1, 1000, "sweep", "N",
+        "timed samples a config in a staged search's screen (2)"),
+    OPT("--screen-min-sample-us", OPT_DOUBLE, screen_min_sample_us, 1, INFINITY, "sweep", "U",
+        "shortest sample of the screen (30)"),
+    OPT("--screen-cut", OPT_DOUBLE, screen_cut, 0, INFINITY, "sweep", "F",
+        "a screened config whose first sample takes more than F times\n"
+        "the shape's fastest first sample stops there (1.25; 0: never)"),
+    OPT("--warmup-us", OPT_DOUBLE, warmup_us, 0, INFINITY, "sweep", "U",
+        "warm-up before an interleaved measurement (50)"),
+    OPT("--config-timeout", OPT_DOUBLE, config_timeout, 0.1, INFINITY, "sweep", "S",
+        "a config answering later is killed and recorded timeout (10)"),
+    OPT("--top", OPT_INT, top, 1, 32, "sweep", "N",
+        "at most N configs a shape re-measured interleaved at the end\n"
+        "(staged 6, exhaustive 3): the fastest, and those within\n"
+        "--final-margin of it; with them the default and the committed\n"
+        "config"),
+    OPT("--final-margin", OPT_DOUBLE, final_margin, 0, INFINITY, "sweep", "F",
+        "how far behind the fastest (a fraction of its time) a config may\n"
+        "be and still be re-measured at the end (0.05; at least 0.15 us)"),
+    OPT("--seed", OPT_INT, seed, 0, 2147483647, "sweep", "N",
+        "try each shape's configs in an order shuffled by N (0: declared\n"
+        "order); the same N gives the same order, also on resume"),
+    OPT("--max-configs-without-improvement", OPT_INT, patience, 0, 1000000, "sweep", "N",
+        "a shape stops after N measured configs without a new best\n"
+        "(0: exhaustive, the default)"),
+    OPT("--gpu", OPT_INT, gpu, 0, 1023, "sweep", "N", "CUDA device (0)"),
+    OPT("--gpus", OPT_TEXT, gpus, 0, 0, "sweep", "0,1,...",
+        "one worker a GPU, each measuring every N-th shape into\n"
+        "RUN/gpu<g>, merged into RUN at the end (the same GPU model)"),
+    OPT("--shape-budget", OPT_DOUBLE, shape_budget, 0, INFINITY, "sweep", "S",
+        "a shape takes no new config after S seconds (0: no limit)"),
+    OPT("--budget", OPT_DOUBLE, run_budget, 0, INFINITY, "sweep", "S",
+        "the run stops after S seconds, exit 3; re-run to resume"),
+    OPT("--shard", OPT_TEXT, shard_text, 0, 0, "sweep", "i/N",
+        "measure only shapes i, i + N, i + 2N, ... (several machines;\n"
+        "ktune merge joins the runs)"),
+    OPT("--apply", OPT_FLAG, apply, 0, 0, "sweep", "", "apply the run and emit the header when done"),
+    OPT("--verbose", OPT_FLAG, verbose, 0, 0, "sweep", "", "print every failure as it happens"),
+    OPT("--force", OPT_FLAG, force, 0, 0, "apply", "", "take every winner of the run, faster or not"),
+    OPT("--check", OPT_FLAG, check, 0, 0, "emit", "",
+        "change nothing; fail when a header is out of date"),
+    OPT("--crossover", OPT_TEXT, crossover, 0, 0, "show", "DIM",
+        "and which variant wins along DIM (e.g. m) for each value of the\n"
+        "other dimensions"),
+    OPT("--plot", OPT_TEXT, plot, 0, 0, "bench", "PNG",
+        "also draw time against the first size of the key, a line a\n"
+        "variant (gnuplot)"),
+    OPT("--threshold", OPT_DOUBLE, threshold, 0, INFINITY, "verify", "P",
+        "the slowdown, in percent, that fails an entry (5)"),
+    OPT("--device", OPT_TEXT, device, 0, 0, "explain", "NAME", "the device described"),
+    OPT("--sms", OPT_INT, sms, 1, 100000, "explain", "N", "its SM count"),
+    OPT("--cc", OPT_INT, cc, 10, 1000, "explain", "C", "its compute capability (90 for 9.0)"),
+    OPT("--list", OPT_FLAG, list, 0, 0, "expand", "", "print every config and shape"),
+    OPT("--out", OPT_TEXT, out, 0, 0, "gen", "PATH",
+        "gen: the folder of the sources; bench: where the CSV goes\n"
+        "(default <family>.bench.csv)"),
+    OPT("--shards", OPT_INT, shards, 1, 64, "gen", "N",
+        "source files the configurations are spread over (4)"),
+    OPT("--library-all", OPT_FLAG, library_all, 0, 0, "gen", "",
+        "compile every config into the library, not only the tables'"),
+    OPT("--space", OPT_TEXT, space, 0, 0, NULL, "FILE",
+        "the space (default <spaces-dir>/<family>.yaml)"),
+    OPT("--model", OPT_TEXT, model, 0, 0, NULL, "NAME",
+        "only the shapes the space derives from the model preset\n"
+        "<spaces-dir>/models/NAME.yaml (sweep, expand)"),
+    OPT("--tp-size", OPT_INT, tp_size, 1, 1024, NULL, "N",
+        "with --model: tensor-parallel degree N instead of the space's own"),
+    OPT("--where", OPT_TEXT, where, 0, 0, NULL, "EXPR",
+        "only the shapes for which EXPR over the key holds, e.g.\n"
+        "'m <= 16 && k >= 4096' (sweep, expand)"),
+    OPT("--spaces-dir", OPT_TEXT, spaces_dir, 0, 0, NULL, "DIR",
+        "(default " KTUNE_SOURCE_DIR "/spaces)"),
+    OPT("--registry-dir", OPT_TEXT, registry_dir, 0, 0, NULL, "DIR",
+        "(default " KTUNE_SOURCE_DIR "/generated)"),
+    OPT("--templates", OPT_TEXT, templates, 0, 0, NULL, "DIR",
+        "(default " KTUNE_SOURCE_DIR "/gen/templates)"),
+    OPT("--m4", OPT_TEXT, m4, 0, 0, NULL, "PROGRAM", "(default " KTUNE_M4 ")"),
+    OPT("--worker", OPT_TEXT, worker, 0, 0, NULL, "PROGRAM",
+        "(default ktune-worker-<family> beside this program)"),
+    OPT("--source-rev", OPT_TEXT, source_rev, 0, 0, NULL, "REV",
+        "the source revision runs record (default $KTUNE_SOURCE_REV, else\n"
+        "git describe of the source tree, else unknown)"),
+};
+#undef OPT
+
+/* Prints text's lines from column `column`: the first after what is already on the line (`at`
+ * characters, on a line of its own when that leaves no space), the others below it. */
+static void lines_print(FILE *out, const char *text, int at, int column)
+{
+    if (at >= column) {
+        fputc('\n', out);
+        at = 0;
+    }
+    fprintf(out, "%*s", column - at, "");
+    for (const char *p = text; *p; p++) {
+        fputc(*p, out);
+        if (*p == '\n')
+            fprintf(out, "%*s", column, "");
+    }
+    fputc('\n', out);
+}
+
+static void option_print(FILE *out, const option_spec *o, int indent)
+{
+    int n = fprintf(out, "%*s%s%s%s", indent, "", o->name, o->metavar[0] ? " " : "", o->metavar);
+    lines_print(out, o->help, n, 28);
+}
+
+static void usage_print(FILE *out)
+{
+    fprintf(out, "usage: ktune <command> [<family>] [options]\n\ncommands:\n");
+    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
+        int n = fprintf(out, "  %s %s", commands[c].name, commands[c].args);
+        lines_print(out, commands[c].summary, n, 20);
+        for (size_t i = 0; i < sizeof option_table / sizeof option_table[0]; i++)
+            if (option_table[i].command && strcmp(option_table[i].command, commands[c].name) == 0)
+                option_print(out, &option_table[i], 6);
+    }
+    fprintf(out, "\ncommon options:\n");
+    for (size_t i = 0; i < sizeof option_table / sizeof option_table[0]; i++)
+        if (!option_table[i].command)
+            option_print(out, &option_table[i], 2);
+    exit_codes_print(out);
+}
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -213,7 +312,7 @@ static int parse_options(int argc, char **argv, options *o)
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = 1, rc = 0;
+        int rc = 0;
         if (a[0] != '-') {
             if (o->npositionals == 64)
                 return usage_error("too many arguments at '%s'", a);
@@ -222,117 +321,52 @@ static int parse_options(int argc, char **argv, options *o)
                 o->family = a;
             continue;
         }
-        if (strcmp(a, "--apply") == 0)
-            o->apply = 1, takes = 0;
-        else if (strcmp(a, "--verbose") == 0)
-            o->verbose = 1, takes = 0;
-        else if (strcmp(a, "--force") == 0)
-            o->force = 1, takes = 0;
-        else if (strcmp(a, "--check") == 0)
-            o->check = 1, takes = 0;
-        else if (strcmp(a, "--list") == 0)
-            o->list = 1, takes = 0;
-        else if (strcmp(a, "--library-all") == 0)
-            o->library_all = 1, takes = 0;
-        if (!takes)
-            continue;
-        static const char *const valued[] = {
-            "--space", "--spaces-dir", "--registry-dir", "--templates", "--m4", "--worker",
-            "--run", "--out", "--source-rev", "--samples", "--top", "--gpu", "--shards",
-            "--min-sample-us", "--warmup-us", "--config-timeout", "--threshold", "--seed",
-            "--max-configs-without-improvement", "--shard", "--shape-budget", "--budget", "--gpus",
-            "--model", "--tp-size", "--crossover", "--plot", "--where", "--search", "--screen-samples",
-            "--screen-min-sample-us", "--screen-cut", "--final-margin", "--device", "--sms", "--cc",
-            NULL};
-        int known = 0;
-        for (const char *const *k = valued; *k && !known; k++)
-            known = strcmp(*k, a) == 0;
-        if (!known)
+        const option_spec *spec = NULL;
+        for (size_t k = 0; k < sizeof option_table / sizeof option_table[0] && !spec; k++)
+            if (strcmp(option_table[k].name, a) == 0)
+                spec = &option_table[k];
+        if (!spec)
             return usage_error("unknown option '%s'", a);
+        char *field = (char *)o + spec->offset;
+        if (spec->kind == OPT_FLAG) {
+            *(int *)field = 1;
+            continue;
+        }
         if (!v)
             return usage_error("%s needs a value", a);
-        if (strcmp(a, "--space") == 0)
-            o->space = v;
-        else if (strcmp(a, "--spaces-dir") == 0)
-            o->spaces_dir = v;
-        else if (strcmp(a, "--registry-dir") == 0)
-            o->registry_dir = v;
-        else if (strcmp(a, "--templates") == 0)
-            o->templates = v;
-        else if (strcmp(a, "--m4") == 0)
-            o->m4 = v;
-        else if (strcmp(a, "--worker") == 0)
-            o->worker = v;
-        else if (strcmp(a, "--run") == 0)
-            o->run = v;
-        else if (strcmp(a, "--out") == 0)
-            o->out = v;
-        else if (strcmp(a, "--source-rev") == 0)
-            o->source_rev = v;
-        else if (strcmp(a, "--gpus") == 0)
-            o->gpus = v;
-        else if (strcmp(a, "--model") == 0)
-            o->model = v;
-        else if (strcmp(a, "--crossover") == 0)
-            o->crossover = v;
-        else if (strcmp(a, "--plot") == 0)
-            o->plot = v;
-        else if (strcmp(a, "--where") == 0)
-            o->where = v;
-        else if (strcmp(a, "--device") == 0)
-            o->device = v;
-        else if (strcmp(a, "--sms") == 0)
-            rc = parse_int_arg(a, v, 1, 100000, &o->sms);
-        else if (strcmp(a, "--cc") == 0)
-            rc = parse_int_arg(a, v, 10, 1000, &o->cc);
-        else if (strcmp(a, "--search") == 0) {
-            if (strcmp(v, "staged") != 0 && strcmp(v, "exhaustive") != 0)
-                return usage_error("--search: '%s' is neither staged nor exhaustive", v);
-            o->search = v;
-        } else if (strcmp(a, "--screen-samples") == 0)
-            rc = parse_int_arg(a, v, 1, 1000, &o->screen_samples);
-        else if (strcmp(a, "--screen-min-sample-us") == 0)
-            rc = parse_double_arg(a, v, 1, &o->screen_min_sample_us);
-        else if (strcmp(a, "--screen-cut") == 0) {
-            rc = parse_double_arg(a, v, 0, &o->screen_cut);
-            if (rc == 0 && o->screen_cut > 0 && o->screen_cut < 1)
-                return usage_error("--screen-cut: %s would cut the fastest config (use 0, or 1 "
-                                   "and more)", v);
-        } else if (strcmp(a, "--final-margin") == 0)
-            rc = parse_double_arg(a, v, 0, &o->final_margin);
-        else if (strcmp(a, "--tp-size") == 0)
-            rc = parse_int_arg(a, v, 1, 1024, &o->tp_size);
-        else if (strcmp(a, "--samples") == 0)
-            rc = parse_int_arg(a, v, 1, 1000, &o->samples);
-        else if (strcmp(a, "--top") == 0)
-            rc = parse_int_arg(a, v, 1, 32, &o->top);
-        else if (strcmp(a, "--gpu") == 0)
-            rc = parse_int_arg(a, v, 0, 1023, &o->gpu);
-        else if (strcmp(a, "--shards") == 0)
-            rc = parse_int_arg(a, v, 1, 64, &o->shards);
-        else if (strcmp(a, "--shard") == 0) {
-            if (sscanf(v, "%d/%d", &o->shard, &o->shard_count) != 2 || o->shard_count < 1 ||
-                o->shard < 0 || o->shard >= o->shard_count)
-                return usage_error("--shard: '%s' is not i/N with 0 <= i < N", v);
-        } else if (strcmp(a, "--seed") == 0)
-            rc = parse_int_arg(a, v, 0, 2147483647, &o->seed);
-        else if (strcmp(a, "--max-configs-without-improvement") == 0)
-            rc = parse_int_arg(a, v, 0, 1000000, &o->patience);
-        else if (strcmp(a, "--min-sample-us") == 0)
-            rc = parse_double_arg(a, v, 1, &o->min_sample_us);
-        else if (strcmp(a, "--warmup-us") == 0)
-            rc = parse_double_arg(a, v, 0, &o->warmup_us);
-        else if (strcmp(a, "--threshold") == 0)
-            rc = parse_double_arg(a, v, 0, &o->threshold);
-        else if (strcmp(a, "--shape-budget") == 0)
-            rc = parse_double_arg(a, v, 0, &o->shape_budget);
-        else if (strcmp(a, "--budget") == 0)
-            rc = parse_double_arg(a, v, 0, &o->run_budget);
+        if (spec->kind == OPT_TEXT)
+            *(const char **)field = v;
+        else if (spec->kind == OPT_INT)
+            rc = parse_int_arg(a, v, (int)spec->min, (int)spec->max, (int *)field);
         else
-            rc = parse_double_arg(a, v, 0.1, &o->config_timeout);
+            rc = parse_double_arg(a, v, spec->min, (double *)field);
         if (rc)
             return KTUNE_EXIT_USAGE;
         i++;
+    }
+    /* values the table's kinds do not check */
+    if (strcmp(o->search, "staged") != 0 && strcmp(o->search, "exhaustive") != 0)
+        return usage_error("--search: '%s' is neither staged nor exhaustive", o->search);
+    if (o->screen_cut > 0 && o->screen_cut < 1) {
+        char text[32];
+        snprintf(text, sizeof text, "%g", o->screen_cut);
+        return usage_error("--screen-cut: %s would cut the fastest config (use 0, or 1 and more)",
+                           text);
+    }
+    if (o->shard_text) {
+        const char *slash = strchr(o->shard_text, '/');
+        char first[32];
+        int64_t i = -1, count = 0;
+        if (slash && (size_t)(slash - o->shard_text) < sizeof first) {
+            memcpy(first, o->shard_text, (size_t)(slash - o->shard_text));
+            first[slash - o->shard_text] = '\0';
+            if (!ktune_parse_int(first, &i) || !ktune_parse_int(slash + 1, &count))
+                i = -1;
+        }
+        if (i < 0 || count < 1 || i >= count || count > 1000000)
+            return usage_error("--shard: '%s' is not i/N with 0 <= i < N", o->shard_text);
+        o->shard = (int)i;
+        o->shard_count = (int)count;
     }
     return 0;
 }
@@ -1011,19 +1045,16 @@ static int cmd_expand(const options *o, const ktune_space *s)
 int main(int argc, char **argv)
 {
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        fputs(usage_text, stdout);
-        exit_codes_print(stdout);
+        usage_print(stdout);
         return KTUNE_EXIT_OK;
     }
     options o;
     int rc = parse_options(argc, argv, &o);
     if (rc)
         return rc;
-    static const char *const commands[] = {"sweep",  "apply",  "merge",   "emit", "show", "bench",
-                                           "verify", "expand", "explain", "gen",  NULL};
     int known = 0;
-    for (const char *const *c = commands; *c; c++)
-        known |= strcmp(*c, o.command) == 0;
+    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++)
+        known |= strcmp(commands[c].name, o.command) == 0;
     if (!known)
         return usage_error("unknown command '%s'", o.command);
     if (o.npositionals > (strcmp(o.command, "explain") == 0 ? 2 : 1) &&
