@@ -163,9 +163,11 @@ static const option_spec option_table[] = {
     OPT("--shard", OPT_TEXT, shard_text, 0, 0, "sweep", "i/N",
         "measure only shapes i, i + N, i + 2N, ... (several machines;\n"
         "ktune merge joins the runs)"),
-    OPT("--apply", OPT_FLAG, apply, 0, 0, "sweep", "", "apply the run and emit the header when done"),
+    OPT("--apply", OPT_FLAG, apply, 0, 0, "sweep", "",
+        "apply the run and emit the header when done"),
     OPT("--verbose", OPT_FLAG, verbose, 0, 0, "sweep", "", "print every failure as it happens"),
-    OPT("--force", OPT_FLAG, force, 0, 0, "apply", "", "take every winner of the run, faster or not"),
+    OPT("--force", OPT_FLAG, force, 0, 0, "apply", "",
+        "take every winner of the run, faster or not"),
     OPT("--check", OPT_FLAG, check, 0, 0, "emit", "",
         "change nothing; fail when a header is out of date"),
     OPT("--crossover", OPT_TEXT, crossover, 0, 0, "show", "DIM",
