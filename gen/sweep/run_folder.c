@@ -59,19 +59,30 @@ static int int_in(const char *text, int64_t min, int64_t max, int *out)
     return 1;
 }
 
+/* Splits a line of a CSV whose header is `header` (n fields) and parses its first field, the key. */
+static int line_begin(const ktune_space *s, char *line, const char *header, int n,
+                      const char *file, int lineno, char **f, int *col, int64_t *key,
+                      ktune_err *err)
+{
+    ktune_err inner;
+    if (split(line, n, f, col))
+        return ktune_fail_at(err, file, lineno, 1, "expected %d fields: %s", n, header);
+    if (ktune_space_key_parse(s, f[0], key, &inner))
+        return ktune_fail_at(err, file, lineno, col[0], "%s", inner.msg);
+    return 0;
+}
+
+static const char trials_header[] = "key,config,status,median_us,spread,samples,detail";
+static const char final_header[] = "key,config,rank,of,us,spread,is_default,is_committed";
+
 int ktune_trial_parse(const ktune_space *s, char *line, const char *file, int lineno,
                       ktune_trial_line *t, ktune_err *err)
 {
     char *f[MAX_FIELDS];
     int col[MAX_FIELDS];
-    ktune_err inner;
     memset(t, 0, sizeof *t);
-    if (split(line, 7, f, col))
-        return ktune_fail_at(err, file, lineno, 1,
-                             "expected 7 fields: key,config,status,median_us,spread,samples,"
-                             "detail");
-    if (ktune_space_key_parse(s, f[0], t->key, &inner))
-        return ktune_fail_at(err, file, lineno, col[0], "%s", inner.msg);
+    if (line_begin(s, line, trials_header, 7, file, lineno, f, col, t->key, err))
+        return -1;
     if ((t->config = ktune_space_find_config(s, f[1])) < 0)
         return bad(err, file, lineno, col[1], "a config of the space", f[1]);
     if ((t->status = ktune_trial_status_parse(f[2])) == KTUNE_TRIAL_NONE)
@@ -98,14 +109,9 @@ int ktune_final_parse(const ktune_space *s, char *line, const char *file, int li
 {
     char *f[MAX_FIELDS];
     int col[MAX_FIELDS];
-    ktune_err inner;
     memset(r, 0, sizeof *r);
-    if (split(line, 8, f, col))
-        return ktune_fail_at(err, file, lineno, 1,
-                             "expected 8 fields: key,config,rank,of,us,spread,is_default,"
-                             "is_committed");
-    if (ktune_space_key_parse(s, f[0], r->key, &inner))
-        return ktune_fail_at(err, file, lineno, col[0], "%s", inner.msg);
+    if (line_begin(s, line, final_header, 8, file, lineno, f, col, r->key, err))
+        return -1;
     if (!int_in(f[2], 0, KTUNE_FINAL_MAX_BLOCK, &r->rank))
         return bad(err, file, lineno, col[2], "a rank from 0 to 64", f[2]);
     if (r->rank == 0) { /* the shape had no winner */
@@ -159,9 +165,6 @@ static int each_line(const char *path, const char *header, line_fn each, void *c
     free(data);
     return rc;
 }
-
-static const char trials_header[] = "key,config,status,median_us,spread,samples,detail";
-static const char final_header[] = "key,config,rank,of,us,spread,is_default,is_committed";
 
 typedef struct {
     const ktune_space *space;
