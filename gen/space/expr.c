@@ -234,17 +234,10 @@ unsigned ktune_expr_uses(const ktune_expr *e)
     return self | ktune_expr_uses(e->a) | ktune_expr_uses(e->b);
 }
 
-/* An overflowed result saturates toward the sign it was heading for. */
-static int64_t saturate(int overflowed, int64_t result, int negative)
-{
-    return overflowed ? (negative ? INT64_MIN : INT64_MAX) : result;
-}
-
 int64_t ktune_expr_eval(const ktune_expr *e, const ktune_expr_env *env)
 {
     int64_t a = e->a ? ktune_expr_eval(e->a, env) : 0;
     int64_t b = e->b ? ktune_expr_eval(e->b, env) : 0;
-    int64_t r = 0;
     switch (e->op) {
     case OP_NUM: return e->value;
     case OP_REF:
@@ -256,22 +249,13 @@ int64_t ktune_expr_eval(const ktune_expr *e, const ktune_expr_env *env)
         case KTUNE_REF_LIMIT: return env->limits[e->index];
         }
         return 0;
-    case OP_NEG: return a == INT64_MIN ? INT64_MAX : -a;
+    case OP_NEG: return ktune_sat_neg(a);
     case OP_NOT: return !a;
-    case OP_MUL: {
-        int over = __builtin_mul_overflow(a, b, &r);
-        return saturate(over, r, (a < 0) != (b < 0));
-    }
-    case OP_DIV: return b ? (a == INT64_MIN && b == -1 ? INT64_MAX : a / b) : 0;
-    case OP_MOD: return b ? (b == -1 ? 0 : a % b) : 0;
-    case OP_ADD: {
-        int over = __builtin_add_overflow(a, b, &r);
-        return saturate(over, r, a < 0);
-    }
-    case OP_SUB: {
-        int over = __builtin_sub_overflow(a, b, &r);
-        return saturate(over, r, a < 0);
-    }
+    case OP_MUL: return ktune_sat_mul(a, b);
+    case OP_DIV: return ktune_sat_div(a, b);
+    case OP_MOD: return ktune_sat_mod(a, b);
+    case OP_ADD: return ktune_sat_add(a, b);
+    case OP_SUB: return ktune_sat_sub(a, b);
     case OP_LT: return a < b;
     case OP_LE: return a <= b;
     case OP_GT: return a > b;
@@ -284,37 +268,47 @@ int64_t ktune_expr_eval(const ktune_expr *e, const ktune_expr_env *env)
     return 0;
 }
 
+/* The ktune_sat_* function of an arithmetic operator, or NULL. */
+static const char *sat_function(op_kind op)
+{
+    switch (op) {
+    case OP_NEG: return "ktune_sat_neg";
+    case OP_MUL: return "ktune_sat_mul";
+    case OP_DIV: return "ktune_sat_div";
+    case OP_MOD: return "ktune_sat_mod";
+    case OP_ADD: return "ktune_sat_add";
+    case OP_SUB: return "ktune_sat_sub";
+    default: return NULL;
+    }
+}
+
 void ktune_expr_print_c(const ktune_expr *e, ktune_buf *out, ktune_name_fn name, void *ctx)
 {
+    const char *fn = sat_function(e->op);
     switch (e->op) {
-    case OP_NUM:
+    case OP_NUM: /* 0 to INT64_MAX: a minus is OP_NEG */
         ktune_buf_printf(out, "%lldLL", (long long)e->value);
         return;
     case OP_REF:
         ktune_buf_printf(out, "%s", name(ctx, e->ref, e->index));
         return;
-    case OP_NEG:
     case OP_NOT:
-        ktune_buf_printf(out, "(%s", op_text[e->op]);
+        ktune_buf_printf(out, "(!");
         ktune_expr_print_c(e->a, out, name, ctx);
         ktune_buf_printf(out, ")");
         return;
-    case OP_DIV:
-    case OP_MOD:
-        /* as the evaluator: by zero gives 0 */
-        ktune_buf_printf(out, "(");
-        ktune_expr_print_c(e->b, out, name, ctx);
-        ktune_buf_printf(out, " ? ");
-        ktune_expr_print_c(e->a, out, name, ctx);
-        ktune_buf_printf(out, " %s ", op_text[e->op]);
-        ktune_expr_print_c(e->b, out, name, ctx);
-        ktune_buf_printf(out, " : 0)");
-        return;
     default:
-        ktune_buf_printf(out, "(");
+        /* arithmetic as the evaluator does it (ktune_table.h's ktune_sat_*), comparisons and
+         * logic as C does */
+        ktune_buf_printf(out, "%s(", fn ? fn : "");
         ktune_expr_print_c(e->a, out, name, ctx);
-        ktune_buf_printf(out, " %s ", op_text[e->op]);
-        ktune_expr_print_c(e->b, out, name, ctx);
+        if (e->b) {
+            if (fn)
+                ktune_buf_printf(out, ", ");
+            else
+                ktune_buf_printf(out, " %s ", op_text[e->op]);
+            ktune_expr_print_c(e->b, out, name, ctx);
+        }
         ktune_buf_printf(out, ")");
         return;
     }

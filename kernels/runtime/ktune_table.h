@@ -100,6 +100,31 @@ const char *ktune__dtype_names(void);
 /* Bytes an element takes, rounded up (a packed type: 1); constraints name it <dim>_bytes. */
 static inline int64_t ktune_dtype_bytes(int64_t dtype) { return (ktune_dtype_bits(dtype) + 7) / 8; }
 
+/* The arithmetic of constraints, the same in the sweep's evaluator and in the generated validity
+ * checks: a result beyond int64 saturates toward its sign, division and remainder by zero give 0
+ * (and INT64_MIN / -1 gives INT64_MAX). */
+static inline int64_t ktune_sat_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? (a < 0 ? INT64_MIN : INT64_MAX) : r;
+}
+static inline int64_t ktune_sat_sub(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_sub_overflow(a, b, &r) ? (a < 0 ? INT64_MIN : INT64_MAX) : r;
+}
+static inline int64_t ktune_sat_mul(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? ((a < 0) != (b < 0) ? INT64_MIN : INT64_MAX) : r;
+}
+static inline int64_t ktune_sat_div(int64_t a, int64_t b)
+{
+    return b ? (a == INT64_MIN && b == -1 ? INT64_MAX : a / b) : 0;
+}
+static inline int64_t ktune_sat_mod(int64_t a, int64_t b) { return b ? (b == -1 ? 0 : a % b) : 0; }
+static inline int64_t ktune_sat_neg(int64_t a) { return a == INT64_MIN ? INT64_MAX : -a; }
+
 #ifdef __cplusplus
 }
 #endif
