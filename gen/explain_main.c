@@ -24,10 +24,7 @@ static double now_ns(void)
  * explained (with its choice and text). */
 static int selection_cost(const char *name, const ktune_device_spec *spec)
 {
-    const ktune_family *f = NULL;
-    for (int i = 0; i < ktune__nfamilies && !f; i++)
-        if (strcmp(ktune__families[i]()->name, name) == 0)
-            f = ktune__families[i]();
+    const ktune_family *f = ktune__family_find(name);
     static ktune_device described;
     const ktune_device *dev = &described;
     ktune_status st = !f                 ? KTUNE_ERROR_INVALID_ARGUMENT

@@ -396,19 +396,26 @@ static int load_space(const options *o, ktune_space *s)
     return 0;
 }
 
-static void default_worker(const options *o, const ktune_space *s, char *out, size_t size)
+/* The path of a program installed beside this one (the workers, ktune-explain). */
+static void program_beside(const char *name, char *out, size_t size)
 {
-    if (o->worker) {
-        snprintf(out, size, "%s", o->worker);
-        return;
-    }
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     self[n > 0 ? n : 0] = '\0';
     char *slash = strrchr(self, '/');
     if (slash)
         *slash = '\0';
-    snprintf(out, size, "%.3900s/ktune-worker-%s", n > 0 ? self : ".", s->family);
+    snprintf(out, size, "%.3900s/%s", n > 0 ? self : ".", name);
+}
+
+static void default_worker(const options *o, const ktune_space *s, char *out, size_t size)
+{
+    char name[KTUNE_NAME_MAX + 16];
+    snprintf(name, sizeof name, "ktune-worker-%s", s->family);
+    if (o->worker)
+        snprintf(out, size, "%s", o->worker);
+    else
+        program_beside(name, out, size);
 }
 
 static ktune_worker_opts worker_opts(const options *o, const char *program)
@@ -988,13 +995,8 @@ static int cmd_explain(const options *o, const ktune_space *s)
                                "--cc",
                                o->device);
     }
-    char self[PATH_MAX], program[PATH_MAX + 32], sms_text[16], cc_text[16];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    self[n > 0 ? n : 0] = '\0';
-    char *slash = strrchr(self, '/');
-    if (slash)
-        *slash = '\0';
-    snprintf(program, sizeof program, "%s/ktune-explain", n > 0 ? self : ".");
+    char program[4096], sms_text[16], cc_text[16];
+    program_beside("ktune-explain", program, sizeof program);
     snprintf(sms_text, sizeof sms_text, "%d", sms);
     snprintf(cc_text, sizeof cc_text, "%d", cc);
     char *args[] = {program, (char *)s->family, (char *)o->positionals[1], "--device",
@@ -1011,14 +1013,9 @@ static int cmd_explain(const options *o, const ktune_space *s)
  * this program, linked with the library), after the bench's table. */
 static void selection_cost_print(const ktune_space *s)
 {
-    char self[PATH_MAX], command[PATH_MAX + 128];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    self[n > 0 ? n : 0] = '\0';
-    char *slash = strrchr(self, '/');
-    if (slash)
-        *slash = '\0';
-    snprintf(command, sizeof command, "'%s/ktune-explain' %s --selection-cost 2>&1",
-             n > 0 ? self : ".", s->family);
+    char program[4096], command[4200];
+    program_beside("ktune-explain", program, sizeof program);
+    snprintf(command, sizeof command, "'%s' %s --selection-cost 2>&1", program, s->family);
     fflush(stdout);
     FILE *p = popen(command, "r");
     char line[512];

@@ -48,15 +48,20 @@ static int key_parse(const ktune_family *f, const char *text, int64_t *key)
     return 0;
 }
 
+const ktune_family *ktune__family_find(const char *name)
+{
+    for (int i = 0; i < ktune__nfamilies; i++)
+        if (strcmp(ktune__families[i]()->name, name) == 0)
+            return ktune__families[i]();
+    return NULL;
+}
+
 ktune_status ktune_explain(const char *family, const char *key, const ktune_device_spec *spec,
                            ktune_choice *choice)
 {
     if (!family || !key || !choice)
         return KTUNE_ERROR_INVALID_ARGUMENT;
-    const ktune_family *f = NULL;
-    for (int i = 0; i < ktune__nfamilies && !f; i++)
-        if (strcmp(ktune__families[i]()->name, family) == 0)
-            f = ktune__families[i]();
+    const ktune_family *f = ktune__family_find(family);
     int64_t k[KTUNE_MAX_KEY];
     if (!f || key_parse(f, key, k))
         return KTUNE_ERROR_INVALID_ARGUMENT;

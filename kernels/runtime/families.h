@@ -13,6 +13,9 @@ typedef const ktune_family *(*ktune_family_fn)(void);
 extern const ktune_family_fn ktune__families[];
 extern const int ktune__nfamilies;
 
+/* The family named name, or NULL. */
+const ktune_family *ktune__family_find(const char *name);
+
 #ifdef __cplusplus
 }
 #endif
