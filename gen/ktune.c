@@ -448,13 +448,33 @@ static void source_revision(const options *o, char *out, size_t size)
     pclose(p);
 }
 
-/* Registries of the family under the registry dir, sorted by device folder. Fails (printing
- * why) when the dir cannot be read, or two registries are tables of the same device: their
- * headers would define the same table, and the library would keep one of them. */
-static int registries_find(const options *o, const ktune_space *s, char ***paths, int *count)
+/* The family's registries under the registry dir, loaded, sorted by device folder. */
+typedef struct {
+    char **paths;
+    ktune_registry *regs;
+    int count;
+} registries;
+
+static void registries_free(registries *r)
 {
-    *paths = NULL;
-    *count = 0;
+    for (int i = 0; i < r->count; i++) {
+        free(r->paths[i]);
+        if (r->regs)
+            ktune_registry_free(&r->regs[i]);
+    }
+    free(r->paths);
+    free(r->regs);
+    memset(r, 0, sizeof *r);
+}
+
+/* Fails (printing why, *r empty) when the dir cannot be read, a registry does not load, or two
+ * are tables of the same device: their headers would define the same table, and the library
+ * would keep one of them. */
+static int registries_find(const options *o, const ktune_space *s, registries *r)
+{
+    char ***paths = &r->paths;
+    int *count = &r->count;
+    memset(r, 0, sizeof *r);
     DIR *d = opendir(o->registry_dir);
     if (!d) {
         fprintf(stderr, "ktune: --registry-dir %s: cannot open: %s\n", o->registry_dir,
@@ -498,17 +518,15 @@ static int registries_find(const options *o, const ktune_space *s, char ***paths
                 rc = -1;
             }
     }
-    for (int i = 0; i < loaded; i++)
-        ktune_registry_free(&regs[i]);
-    free(regs);
-    return rc;
-}
-
-static void registries_free(char **paths, int count)
-{
-    for (int i = 0; i < count; i++)
-        free(paths[i]);
-    free(paths);
+    if (rc) {
+        for (int i = 0; i < loaded; i++)
+            ktune_registry_free(&regs[i]);
+        free(regs);
+        registries_free(r);
+        return -1;
+    }
+    r->regs = regs;
+    return 0;
 }
 
 /* "generated/<device>/<family>.yaml": the registry path as the header names it. */
@@ -522,23 +540,18 @@ static void registry_label(const char *path, char *out, size_t size)
     snprintf(out, size, "%s", slashes == 3 ? p + 1 : path);
 }
 
-/* Emits (or with check, compares) the header of one registry. 0 in sync / written, 1 out of date
- * (check), -1 error. */
-static int emit_one(const options *o, const ktune_space *s, const char *reg_path, int check)
+/* Emits (or with check, compares) the header of the registry at reg_path, loaded as reg. 0 in
+ * sync / written, 1 out of date (check), -1 error. */
+static int emit_registry(const options *o, const ktune_space *s, const char *reg_path,
+                         const ktune_registry *reg, int check)
 {
     ktune_err err;
-    ktune_registry reg;
-    if (ktune_registry_load(reg_path, s, &reg, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return -1;
-    }
     char label[4096], header[4096];
     registry_label(reg_path, label, sizeof label);
     snprintf(header, sizeof header, "%.*s.h", (int)(strlen(reg_path) - 5), reg_path);
     ktune_emit_tools tools = {o->m4, o->templates};
     ktune_buf text = {0};
-    int rc = ktune_emit_table(s, &reg, label, &tools, &text, &err);
-    ktune_registry_free(&reg);
+    int rc = ktune_emit_table(s, reg, label, &tools, &text, &err);
     if (rc) {
         fprintf(stderr, "%s\n", err.msg);
         ktune_buf_free(&text);
@@ -566,30 +579,27 @@ static int emit_one(const options *o, const ktune_space *s, const char *reg_path
 
 static int cmd_emit(const options *o, const ktune_space *s)
 {
-    char **paths;
-    int count, bad = 0;
-    if (registries_find(o, s, &paths, &count)) {
-        registries_free(paths, count);
+    registries r;
+    int bad = 0;
+    if (registries_find(o, s, &r))
         return KTUNE_EXIT_FAILED;
-    }
-    if (count == 0) {
+    if (r.count == 0) {
         fprintf(stderr, "ktune: no %s registry under %s (<device>/%s.yaml)\n", s->family,
                 o->registry_dir, s->family);
-        registries_free(paths, count);
         return KTUNE_EXIT_FAILED;
     }
-    for (int i = 0; i < count; i++) {
-        int rc = emit_one(o, s, paths[i], o->check);
+    for (int i = 0; i < r.count; i++) {
+        int rc = emit_registry(o, s, r.paths[i], &r.regs[i], o->check);
         if (rc < 0) {
-            registries_free(paths, count);
+            registries_free(&r);
             return KTUNE_EXIT_FAILED;
         }
         bad += rc;
     }
     if (o->check && !bad)
-        fprintf(stderr, "ktune: %d %s header%s in sync with %s\n", count, s->family,
-                count == 1 ? "" : "s", o->registry_dir);
-    registries_free(paths, count);
+        fprintf(stderr, "ktune: %d %s header%s in sync with %s\n", r.count, s->family,
+                r.count == 1 ? "" : "s", o->registry_dir);
+    registries_free(&r);
     return bad ? KTUNE_EXIT_CHECK : KTUNE_EXIT_OK;
 }
 
@@ -599,17 +609,16 @@ static int cmd_gen(const options *o, const ktune_space *s)
         return usage_error("gen needs --out DIR%s", "");
     ktune_err err;
     ktune_emit_tools tools = {o->m4, o->templates};
-    char **paths;
-    int count, rc = 1;
-    if (registries_find(o, s, &paths, &count)) {
-        registries_free(paths, count);
+    registries r;
+    int rc = 1;
+    if (registries_find(o, s, &r))
         return KTUNE_EXIT_FAILED;
-    }
-    ktune_registry *regs = calloc((size_t)count + 1, sizeof *regs);
+    const int count = r.count;
+    const ktune_registry *regs = r.regs;
     char **headers = calloc((size_t)count + 1, sizeof *headers);
     int *all = malloc(sizeof *all * (size_t)s->nconfigs);
     char *used = calloc((size_t)s->nconfigs, 1);
-    int nlib = 0, nregs = 0;
+    int nlib = 0;
     if (ktune_mkdirs(o->out, &err))
         goto fail;
     for (int i = 0; i < s->nconfigs; i++)
@@ -619,13 +628,10 @@ static int cmd_gen(const options *o, const ktune_space *s)
     for (int i = 0; i < s->ndefaults; i++)
         used[s->defaults[i]] = 1;
     for (int i = 0; i < count; i++) {
-        if (ktune_registry_load(paths[i], s, &regs[i], &err))
-            goto fail;
-        nregs++;
         for (int e = 0; e < regs[i].nentries; e++)
             used[ktune_space_find_config(s, regs[i].entries[e].config)] = 1;
         char label[4096];
-        registry_label(paths[i], label, sizeof label);
+        registry_label(r.paths[i], label, sizeof label);
         /* relative to the registry dir: <device>/<family>.h */
         const char *rel = strchr(label, '/');
         headers[i] = strdup(rel ? rel + 1 : label);
@@ -662,16 +668,12 @@ static int cmd_gen(const options *o, const ktune_space *s)
 fail:
     if (rc)
         fprintf(stderr, "%s\n", err.msg);
-    for (int i = 0; i < count; i++) {
-        if (i < nregs)
-            ktune_registry_free(&regs[i]);
+    for (int i = 0; i < count; i++)
         free(headers[i]);
-    }
-    free(regs);
     free(headers);
     free(all);
     free(used);
-    registries_free(paths, count);
+    registries_free(&r);
     return rc;
 }
 
@@ -696,7 +698,14 @@ static int do_apply(const options *o, const ktune_space *s, const char *run)
             counts.replaced, counts.kept, changed ? "" : "; registry unchanged");
     if (access(reg_path, F_OK) != 0)
         return 0;
-    return emit_one(o, s, reg_path, 0) < 0 ? KTUNE_EXIT_FAILED : KTUNE_EXIT_OK;
+    ktune_registry reg;
+    if (ktune_registry_load(reg_path, s, &reg, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return KTUNE_EXIT_FAILED;
+    }
+    int rc = emit_registry(o, s, reg_path, &reg, 0);
+    ktune_registry_free(&reg);
+    return rc < 0 ? KTUNE_EXIT_FAILED : KTUNE_EXIT_OK;
 }
 
 /* --gpus: this program again, once a GPU (--shard i/N --gpu g --run RUN/gpu<g>), then a merge of
@@ -911,24 +920,15 @@ static int cmd_show(const options *o, const ktune_space *s)
             x = d;
     if (o->crossover && x < 0)
         return usage_error("--crossover: '%s' is not an integer dimension of the key", o->crossover);
-    char **paths;
-    int count;
-    if (registries_find(o, s, &paths, &count)) {
-        registries_free(paths, count);
+    registries found;
+    if (registries_find(o, s, &found))
         return KTUNE_EXIT_FAILED;
-    }
-    if (count == 0)
+    if (found.count == 0)
         printf("no %s registry under %s\n", s->family, o->registry_dir);
-    for (int i = 0; i < count; i++) {
-        ktune_registry reg;
-        ktune_err err;
-        if (ktune_registry_load(paths[i], s, &reg, &err)) {
-            fprintf(stderr, "%s\n", err.msg);
-            registries_free(paths, count);
-            return KTUNE_EXIT_FAILED;
-        }
+    for (int i = 0; i < found.count; i++) {
+        const ktune_registry reg = found.regs[i];
         double log_gain = 0;
-        printf("%s: %s (%d SMs, cc %d), %d keys\n", paths[i], reg.device, reg.sms, reg.cc,
+        printf("%s: %s (%d SMs, cc %d), %d keys\n", found.paths[i], reg.device, reg.sms, reg.cc,
                reg.nentries);
         for (int r = 0; r < reg.nruns; r++)
             printf("  run %d: %s, driver %s, CUDA %s, source %s, %s\n", reg.runs[r].id,
@@ -955,9 +955,8 @@ static int cmd_show(const options *o, const ktune_space *s)
                reg.nentries ? exp(log_gain / reg.nentries) : 1.0, reg.nentries);
         if (x >= 0)
             show_crossover(s, &reg, x);
-        ktune_registry_free(&reg);
     }
-    registries_free(paths, count);
+    registries_free(&found);
     return 0;
 }
 
@@ -971,25 +970,17 @@ static int cmd_explain(const options *o, const ktune_space *s)
                            "'dtype=f16 rows=4 cols=1000'%s", "");
     int sms = o->sms, cc = o->cc;
     if (o->device && (!sms || !cc)) {
-        char **paths;
-        int count, found = 0;
-        if (registries_find(o, s, &paths, &count)) {
-            registries_free(paths, count);
+        registries r;
+        int found = 0;
+        if (registries_find(o, s, &r))
             return KTUNE_EXIT_FAILED;
-        }
-        for (int i = 0; i < count && !found; i++) {
-            ktune_registry reg;
-            ktune_err err;
-            if (ktune_registry_load(paths[i], s, &reg, &err) == 0) {
-                if (strcmp(reg.device, o->device) == 0 && (!sms || sms == reg.sms)) {
-                    sms = sms ? sms : reg.sms;
-                    cc = cc ? cc : reg.cc;
-                    found = 1;
-                }
-                ktune_registry_free(&reg);
+        for (int i = 0; i < r.count && !found; i++)
+            if (strcmp(r.regs[i].device, o->device) == 0 && (!sms || sms == r.regs[i].sms)) {
+                sms = sms ? sms : r.regs[i].sms;
+                cc = cc ? cc : r.regs[i].cc;
+                found = 1;
             }
-        }
-        registries_free(paths, count);
+        registries_free(&r);
         if (!found)
             return usage_error("--device %s: no committed table of that device; give --sms and "
                                "--cc",
