@@ -926,35 +926,35 @@ static int cmd_show(const options *o, const ktune_space *s)
     if (found.count == 0)
         printf("no %s registry under %s\n", s->family, o->registry_dir);
     for (int i = 0; i < found.count; i++) {
-        const ktune_registry reg = found.regs[i];
+        const ktune_registry *reg = &found.regs[i];
         double log_gain = 0;
-        printf("%s: %s (%d SMs, cc %d), %d keys\n", found.paths[i], reg.device, reg.sms, reg.cc,
-               reg.nentries);
-        for (int r = 0; r < reg.nruns; r++)
-            printf("  run %d: %s, driver %s, CUDA %s, source %s, %s\n", reg.runs[r].id,
-                   reg.runs[r].name, reg.runs[r].driver, reg.runs[r].cuda, reg.runs[r].source,
-                   reg.runs[r].date);
+        printf("%s: %s (%d SMs, cc %d), %d keys\n", found.paths[i], reg->device, reg->sms, reg->cc,
+               reg->nentries);
+        for (int r = 0; r < reg->nruns; r++)
+            printf("  run %d: %s, driver %s, CUDA %s, source %s, %s\n", reg->runs[r].id,
+                   reg->runs[r].name, reg->runs[r].driver, reg->runs[r].cuda, reg->runs[r].source,
+                   reg->runs[r].date);
         /* columns as wide as their widest cell */
         int key_width = 3, config_width = 6;
-        for (int e = 0; e < reg.nentries; e++) {
+        for (int e = 0; e < reg->nentries; e++) {
             char key[256];
-            ktune_space_key_format(s, reg.entries[e].key, key, sizeof key);
+            ktune_space_key_format(s, reg->entries[e].key, key, sizeof key);
             key_width = (int)strlen(key) > key_width ? (int)strlen(key) : key_width;
-            int len = (int)strlen(reg.entries[e].config);
+            int len = (int)strlen(reg->entries[e].config);
             config_width = len > config_width ? len : config_width;
         }
-        for (int e = 0; e < reg.nentries; e++) {
+        for (int e = 0; e < reg->nentries; e++) {
             char key[256];
-            const ktune_entry *x = &reg.entries[e];
+            const ktune_entry *x = &reg->entries[e];
             ktune_space_key_format(s, x->key, key, sizeof key);
             printf("  %-*s  %-*s %10.3f us  default %10.3f us  %6.3fx\n", key_width, key,
                    config_width, x->config, x->us, x->default_us, x->default_us / x->us);
             log_gain += log(x->default_us / x->us);
         }
         printf("  gain over the default: %.3fx (geomean of %d keys)\n",
-               reg.nentries ? exp(log_gain / reg.nentries) : 1.0, reg.nentries);
+               reg->nentries ? exp(log_gain / reg->nentries) : 1.0, reg->nentries);
         if (x >= 0)
-            show_crossover(s, &reg, x);
+            show_crossover(s, reg, x);
     }
     registries_free(&found);
     return 0;
