@@ -53,10 +53,9 @@ function(ktune_add_family family)
   target_link_libraries(ktune_${family}_candidates PUBLIC ktune_cuda_options CUDA::cudart)
   add_dependencies(ktune_${family}_candidates ktune_${family}_sources)
 
-  add_executable(ktune-worker-${family}
-    "${PROJECT_SOURCE_DIR}/gen/worker/worker_main.cu" "${PROJECT_SOURCE_DIR}/gen/worker/workload.c"
-    "${PROJECT_SOURCE_DIR}/kernels/${family}/${family}_worker.cu")
-  target_link_libraries(ktune-worker-${family} PRIVATE ktune_${family}_candidates ${arg_WORKER_LIBS})
+  add_executable(ktune-worker-${family} "${PROJECT_SOURCE_DIR}/kernels/${family}/${family}_worker.cu")
+  target_link_libraries(ktune-worker-${family} PRIVATE ktune_worker_core ktune_${family}_candidates
+                                                       ${arg_WORKER_LIBS})
 endfunction()
 
 # ktune_add_family_index(<family>...): the library's list of its families (kernels/runtime/

@@ -29,14 +29,6 @@ static int open_device_registry(const ktune_space *s, const char *registry_dir,
     return 0;
 }
 
-/* Appends the key's values to a request line. */
-static void append_key(const ktune_space *s, const int64_t *key, char *line, size_t size)
-{
-    size_t len = strlen(line);
-    for (int d = 0; d < s->nkey && len < size; d++)
-        len += (size_t)snprintf(line + len, size - len, " %lld", (long long)key[d]);
-}
-
 /* The fastest config of each variant the entry names (winner and runner-ups), -1 where none. */
 static void variant_champions(const ktune_space *s, const ktune_entry *e, int *champion)
 {
@@ -53,39 +45,27 @@ static void variant_champions(const ktune_space *s, const ktune_entry *e, int *c
 }
 
 /* Times the champions interleaved; a variant without one (or on failure) gets 0. */
-static int measure_champions(const ktune_space *s, ktune_worker *w, int id, const int64_t *key,
+static int measure_champions(const ktune_space *s, ktune_worker *w, const int64_t *key,
                              const int *champion, double timeout_s, double *us, ktune_err *err)
 {
-    char line[8192], reply[4096];
+    const char *names[64];
     int n = 0;
-    snprintf(line, sizeof line, "M %d", id);
-    append_key(s, key, line, sizeof line);
     for (int v = 0; v < s->nvariants; v++) {
         us[v] = 0;
-        if (champion[v] >= 0) {
-            size_t len = strlen(line);
-            snprintf(line + len, sizeof line - len, " %s", s->configs[champion[v]].name);
-            n++;
-        }
+        if (champion[v] >= 0)
+            names[n++] = s->configs[champion[v]].name;
     }
     if (n < 2)
         return 0; /* one variant: its champion is the tuned config, timed by the B request */
+    ktune_answer a;
     ktune_reply_kind kind;
-    if (ktune_worker_request(w, line, timeout_s * n, reply, sizeof reply, &kind, err))
+    if (ktune_worker_interleave(w, s->nkey, key, names, n, timeout_s * n, &a, &kind, err))
         return -1;
-    char *save = NULL, *tok = strtok_r(reply, " ", &save);
-    for (int i = 0; i < 2 && tok; i++)
-        tok = strtok_r(NULL, " ", &save);
-    if (kind != KTUNE_REPLY_OK || !tok || strcmp(tok, "ok") != 0)
+    if (kind != KTUNE_REPLY_OK || a.status != KTUNE_TRIAL_OK)
         return 0;
-    for (int v = 0; v < s->nvariants; v++) {
-        if (champion[v] < 0)
-            continue;
-        char *t = strtok_r(NULL, " ", &save), *sp = strtok_r(NULL, " \n", &save);
-        if (!t || !sp)
-            break;
-        us[v] = atof(t);
-    }
+    for (int v = 0, i = 0; v < s->nvariants; v++)
+        if (champion[v] >= 0)
+            us[v] = a.entries[i++].median_us;
     return 0;
 }
 
@@ -129,38 +109,34 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
             ktune_fail(err, "no default is valid for an entry of %s", path);
             goto cleanup;
         }
-        char line[4096], reply[4096], shape[256] = "";
-        snprintf(line, sizeof line, "B %d", i);
-        append_key(s, e->key, line, sizeof line);
-        size_t len = strlen(line);
-        snprintf(line + len, sizeof line - len, " %s %s", e->config, s->configs[def].name);
+        char shape[256] = "";
         size_t sl = 0;
         for (int d = 0; d < s->nkey; d++)
             if (d != dtype_dim)
                 sl += (size_t)snprintf(shape + sl, sizeof shape - sl, "%s%lld", sl ? "x" : "",
                                        (long long)e->key[d]);
+        ktune_answer a;
         ktune_reply_kind kind;
-        if (ktune_worker_request(&w, line, timeout_s, reply, sizeof reply, &kind, err))
+        if (ktune_worker_bench(&w, s->nkey, e->key, e->config, s->configs[def].name, timeout_s,
+                               &a, &kind, err))
             goto cleanup;
-        double tu, ts, du, ds, cu, cs, ceil_gbps, bytes, vu = 0, vs = 0, flops = 0, ceil_flops = 0;
-        char vname[64] = "-";
-        if (kind != KTUNE_REPLY_OK ||
-            sscanf(reply, "R %*d ok %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %63s", &tu,
-                   &ts, &du, &ds, &cu, &cs, &ceil_gbps, &bytes, &vu, &vs, &flops, &ceil_flops,
-                   vname) < 8) {
-            ktune_fail(err, "bench of %s %s failed: %s", shape, e->config, reply);
+        if (kind != KTUNE_REPLY_OK || a.status != KTUNE_TRIAL_OK) {
+            ktune_fail(err, "bench of %s %s failed: %s %s", shape, e->config,
+                       ktune_trial_status_names[a.status], a.detail);
             goto cleanup;
         }
-        if (def == ktune_space_find_config(s, e->config)) {
+        const ktune_bench_answer *b = &a.bench;
+        const double tu = b->tuned_us, ts = b->tuned_spread;
+        double du = b->default_us;
+        const double cu = b->copy_us, ceil_gbps = b->ceiling_gbps, bytes = b->bytes;
+        const double vu = b->vendor_us, flops = b->flops, ceil_flops = b->vendor_flops_per_s;
+        const char *vname = b->vendor_name;
+        if (def == ktune_space_find_config(s, e->config))
             du = tu; /* the same config: one measurement, not two draws of the noise */
-            ds = ts;
-        }
-        (void)cs;
-        (void)vs;
         double *vus = variant_us + (size_t)i * (size_t)s->nvariants;
         variant_champions(s, e, champion);
         if (s->nvariants > 1 &&
-            measure_champions(s, &w, i, e->key, champion, timeout_s, vus, err))
+            measure_champions(s, &w, e->key, champion, timeout_s, vus, err))
             goto cleanup;
         /* a variant whose champion is the tuned config and was not timed again: the tuned time */
         for (int v = 0; v < s->nvariants; v++)
@@ -259,23 +235,22 @@ int ktune_verify_run(const ktune_space *s, const char *registry_dir,
             "ratio", "verdict");
     for (int i = 0; i < reg.nentries; i++) {
         const ktune_entry *e = &reg.entries[i];
-        char line[4096], reply[4096], key[256], status[32] = "";
-        snprintf(line, sizeof line, "T %d %s", i, e->config);
-        append_key(s, e->key, line, sizeof line);
+        char key[256];
         ktune_space_key_format(s, e->key, key, sizeof key);
+        ktune_answer a;
         ktune_reply_kind kind;
-        if (ktune_worker_request(&w, line, timeout_s, reply, sizeof reply, &kind, err)) {
+        if (ktune_worker_trial(&w, s->nkey, e->key, e->config, timeout_s, &a, &kind, err)) {
             rc = -1;
             break;
         }
-        double us = 0;
-        if (kind != KTUNE_REPLY_OK || sscanf(reply, "R %*d %31s %lf", status, &us) != 2 ||
-            strcmp(status, "ok") != 0) {
-            fprintf(out, "%-36s %-36s %12.3f %12s %8s  FAILED: %s\n", key, e->config, e->us, "-",
-                    "-", kind == KTUNE_REPLY_OK ? reply : "the worker died or hung");
+        if (a.n != 1 || a.entries[0].status != KTUNE_TRIAL_OK) {
+            fprintf(out, "%-36s %-36s %12.3f %12s %8s  FAILED: %s %s\n", key, e->config, e->us,
+                    "-", "-", ktune_trial_status_names[a.n == 1 ? a.entries[0].status : a.status],
+                    a.detail);
             broken++;
             continue;
         }
+        const double us = a.entries[0].median_us;
         double ratio = us / e->us;
         int bad = ratio > 1 + threshold;
         slower += bad;

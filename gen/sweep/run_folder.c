@@ -9,20 +9,6 @@
 
 #include "registry.h"
 
-const char *const ktune_trial_status_names[KTUNE_TRIAL_COUNT] = {
-#define KTUNE_TRIAL_NAME(name, text) text,
-    KTUNE_TRIAL_STATUS_MAP(KTUNE_TRIAL_NAME)
-#undef KTUNE_TRIAL_NAME
-};
-
-ktune_trial_status ktune_trial_status_parse(const char *text)
-{
-    for (int i = 1; i < KTUNE_TRIAL_COUNT; i++)
-        if (strcmp(text, ktune_trial_status_names[i]) == 0)
-            return (ktune_trial_status)i;
-    return KTUNE_TRIAL_NONE;
-}
-
 #define MAX_FIELDS 8
 
 /* Splits line at commas into exactly n fields (empty ones kept); col[i]: field i's column. */

@@ -4,29 +4,10 @@
 #ifndef KTUNE_GEN_RUN_FOLDER_H
 #define KTUNE_GEN_RUN_FOLDER_H
 
+#include "protocol.h"
 #include "space.h"
 
-/* What became of a config on a shape. */
-#define KTUNE_TRIAL_STATUS_MAP(X)                                                                \
-    X(KTUNE_TRIAL_NONE, "")                                                                      \
-    X(KTUNE_TRIAL_OK, "ok")                                                                      \
-    X(KTUNE_TRIAL_INVALID, "invalid")                                                            \
-    X(KTUNE_TRIAL_WRONG, "wrong")                                                                \
-    X(KTUNE_TRIAL_FAILED, "failed")                                                              \
-    X(KTUNE_TRIAL_TIMEOUT, "timeout")
-
-typedef enum {
-#define KTUNE_TRIAL_ENUM(name, text) name,
-    KTUNE_TRIAL_STATUS_MAP(KTUNE_TRIAL_ENUM)
-#undef KTUNE_TRIAL_ENUM
-        KTUNE_TRIAL_COUNT
-} ktune_trial_status;
-
-extern const char *const ktune_trial_status_names[KTUNE_TRIAL_COUNT];
-
-/* The status named text, or KTUNE_TRIAL_NONE. */
-ktune_trial_status ktune_trial_status_parse(const char *text);
-
+/* What became of a config on a shape: KTUNE_TRIAL_STATUS_MAP, the protocol's. */
 /* One line of trials.csv: key,config,status,median_us,spread,samples,detail. An ok trial has a
  * finite positive time and a finite spread of at least 0; any other has time inf. */
 typedef struct {

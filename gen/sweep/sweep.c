@@ -14,10 +14,9 @@
 
 typedef ktune_trial_status trial_status;
 #define status_names ktune_trial_status_names
-#define status_parse ktune_trial_status_parse
 
 /* Configs a window of the screen measures at most (one X request; the worker's limit). */
-#define KTUNE_SCREEN_BATCH 128
+#define KTUNE_SCREEN_BATCH KTUNE_PROTOCOL_MAX_CONFIGS
 
 /* A measurement whose MAD is above this fraction of its median counts as noisy. */
 #define KTUNE_NOISY_SPREAD 0.05
@@ -34,7 +33,7 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-void ktune_limits_from(const ktune_worker_device *d, int64_t *limits)
+void ktune_limits_from(const ktune_hello *d, int64_t *limits)
 {
     int i = 0;
 #define KTUNE_LIMIT_COPY(name, type, what) limits[i++] = (int64_t)d->name;
@@ -191,7 +190,7 @@ static void journal_load(const char *path, const ktune_space *s, trial *trials)
 }
 
 /* state: the GPU's at the start (gpu_state_read's). */
-static int write_meta(const ktune_sweep_opts *o, const ktune_worker_device *d, const char *state,
+static int write_meta(const ktune_sweep_opts *o, const ktune_hello *d, const char *state,
                       ktune_err *err)
 {
     char path[4096];
@@ -261,14 +260,6 @@ static int write_meta(const ktune_sweep_opts *o, const ktune_worker_device *d, c
     int rc = ktune_file_write_if_changed(path, b.data, b.len, err) < 0 ? -1 : 0;
     ktune_buf_free(&b);
     return rc;
-}
-
-static void key_numbers(const ktune_space *s, const int64_t *key, char *out, size_t size)
-{
-    size_t n = 0;
-    out[0] = '\0';
-    for (int d = 0; d < s->nkey && n < size; d++)
-        n += (size_t)snprintf(out + n, size - n, " %lld", (long long)key[d]);
 }
 
 typedef struct {
@@ -378,38 +369,26 @@ static int final_round(const ktune_sweep_opts *o, ktune_worker *w, const int64_t
     for (int i = 0; i < n; i++)
         remeasure += picks[i].remeasured;
     if (remeasure > 1 || (remeasure == 1 && o->staged)) {
-        int len = snprintf(line, sizeof line, "M 0");
-        key_numbers(s, key, line + len, sizeof line - (size_t)len);
-        for (int i = 0; i < n; i++) {
-            len = (int)strlen(line);
-            if (picks[i].remeasured)
-                snprintf(line + len, sizeof line - (size_t)len, " %s",
-                         s->configs[picks[i].config].name);
-        }
-        char reply[4096];
+        const char *names[64];
+        int at[64], nnames = 0;
+        for (int i = 0; i < n; i++)
+            if (picks[i].remeasured) {
+                at[nnames] = i;
+                names[nnames++] = s->configs[picks[i].config].name;
+            }
+        ktune_answer a;
         ktune_reply_kind kind;
-        if (ktune_worker_request(w, line, o->config_timeout_s * (remeasure + 1), reply,
-                                 sizeof reply, &kind, err))
+        if (ktune_worker_interleave(w, s->nkey, key, names, nnames,
+                                    o->config_timeout_s * (remeasure + 1), &a, &kind, err))
             return -1;
         if (kind == KTUNE_REPLY_INTERRUPTED) {
             *interrupted = 1;
             return 0;
         }
         /* on any failure the first times stand */
-        char *save = NULL;
-        char *tok = strtok_r(reply, " ", &save);
-        tok = tok ? strtok_r(NULL, " ", &save) : NULL;
-        tok = tok ? strtok_r(NULL, " ", &save) : NULL;
-        if (kind == KTUNE_REPLY_OK && tok && strcmp(tok, "ok") == 0) {
-            for (int i = 0; i < n; i++) {
-                if (!picks[i].remeasured)
-                    continue;
-                char *us = strtok_r(NULL, " ", &save), *sp = strtok_r(NULL, " \n", &save);
-                if (!us || !sp)
-                    break;
-                picks[i].us = atof(us);
-                picks[i].spread = atof(sp);
-            }
+        for (int i = 0; kind == KTUNE_REPLY_OK && a.status == KTUNE_TRIAL_OK && i < nnames; i++) {
+            picks[at[i]].us = a.entries[i].median_us;
+            picks[at[i]].spread = a.entries[i].spread;
         }
     }
     qsort(picks, (size_t)n, sizeof *picks, pick_cmp);
@@ -436,50 +415,33 @@ static int final_round(const ktune_sweep_opts *o, ktune_worker *w, const int64_t
     return 0;
 }
 
-/* Where the workers' time went, as the S request reports it (seconds): device time in timed
- * samples and warm-ups; host time preparing inputs; device time in checks; host time building
- * graphs (mostly while the GPU runs earlier work) and inside requests in all; device time in L2
- * flushes and in the checks' probes that are not samples; host time waiting for the GPU. */
-enum {
-    SPENT_TIMED,
-    SPENT_WARMUP,
-    SPENT_PREPARE,
-    SPENT_CHECK,
-    SPENT_GRAPH,
-    SPENT_BUSY,
-    SPENT_FLUSH,
-    SPENT_PROBE,
-    SPENT_WAIT,
-    KTUNE_NSPENT
-};
+/* Where the workers' time went, as the STATS request reports it (KTUNE_STATS_FIELDS). */
 typedef struct {
-    double total[KTUNE_NSPENT], last[KTUNE_NSPENT];
+    ktune_stats_answer total, last;
     int last_restarts, answered;
 } spent_tally;
 
 /* Adds what the worker spent since the last ask (since it started, when it was restarted). */
 static void spent_update(ktune_worker *w, spent_tally *t, int *interrupted)
 {
-    char reply[512];
+    ktune_answer a;
     ktune_reply_kind kind;
     ktune_err ignored;
-    double v[KTUNE_NSPENT];
-    if (ktune_worker_request(w, "S 0", 10, reply, sizeof reply, &kind, &ignored))
+    if (ktune_worker_stats(w, 10, &a, &kind, &ignored))
         return;
     if (kind == KTUNE_REPLY_INTERRUPTED)
         *interrupted = 1;
-    if (kind != KTUNE_REPLY_OK ||
-        sscanf(reply, "R %*d ok %lf %lf %lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2], &v[3],
-               &v[4], &v[5], &v[6], &v[7], &v[8]) != KTUNE_NSPENT)
+    if (kind != KTUNE_REPLY_OK || a.status != KTUNE_TRIAL_OK)
         return;
     if (w->restarts != t->last_restarts) {
-        memset(t->last, 0, sizeof t->last);
+        memset(&t->last, 0, sizeof t->last);
         t->last_restarts = w->restarts;
     }
-    for (int i = 0; i < KTUNE_NSPENT; i++) {
-        t->total[i] += v[i] - t->last[i];
-        t->last[i] = v[i];
-    }
+#define KTUNE_SPENT_ADD(name, format, what)                                                        \
+    t->total.name += a.stats.name - t->last.name;                                                  \
+    t->last.name = a.stats.name;
+    KTUNE_STATS_FIELDS(KTUNE_SPENT_ADD)
+#undef KTUNE_SPENT_ADD
     t->answered = 1;
 }
 
@@ -490,38 +452,24 @@ static int measure_one(const ktune_sweep_opts *o, ktune_worker *w, const int64_t
                        ktune_err *err)
 {
     const ktune_space *s = o->space;
-    char line[8192], reply[4096] = "";
-    int len = snprintf(line, sizeof line, "T 0 %s", s->configs[ci].name);
-    key_numbers(s, key, line + len, sizeof line - (size_t)len);
+    ktune_answer a;
     ktune_reply_kind kind;
-    if (ktune_worker_request(w, line, o->config_timeout_s, reply, sizeof reply, &kind, err))
+    if (ktune_worker_trial(w, s->nkey, key, s->configs[ci].name, o->config_timeout_s, &a, &kind,
+                           err))
         return -1;
-    detail[0] = '\0';
     *samples = 0;
     if (kind == KTUNE_REPLY_INTERRUPTED) {
         *interrupted = 1;
-    } else if (kind == KTUNE_REPLY_TIMEOUT) {
-        t->status = KTUNE_TRIAL_TIMEOUT;
-        snprintf(detail, size, "%s", reply);
-    } else if (kind == KTUNE_REPLY_CRASHED) {
-        t->status = KTUNE_TRIAL_FAILED;
-        snprintf(detail, size, "%s", reply);
-    } else {
-        char st[32] = "";
-        float us = 0, sp = 0;
-        int at = 0;
-        if (sscanf(reply, "R %*d %31s %f %f %d %n", st, &us, &sp, samples, &at) < 4 ||
-            status_parse(st) == KTUNE_TRIAL_NONE) {
-            t->status = KTUNE_TRIAL_FAILED;
-            snprintf(detail, size, "unexpected answer: %s", reply);
-        } else {
-            t->status = status_parse(st);
-            t->us = us;
-            t->spread = sp;
-            if (at > 0)
-                snprintf(detail, size, "%s", reply + at);
-        }
+        detail[0] = '\0';
+        return 0;
     }
+    /* a crash, a hang, an answer that does not parse: failed, or timeout, with the reason */
+    t->status = a.n == 1 ? a.entries[0].status : a.status;
+    t->us = a.n == 1 ? (float)a.entries[0].median_us : 0;
+    t->spread = a.n == 1 ? (float)a.entries[0].spread : 0;
+    if (t->status == KTUNE_TRIAL_OK)
+        *samples = a.entries[0].samples;
+    snprintf(detail, size, "%s", t->status == KTUNE_TRIAL_OK ? "" : a.detail);
     return 0;
 }
 
@@ -537,19 +485,13 @@ static int window_send(const ktune_sweep_opts *o, ktune_worker *w, const int64_t
     const ktune_space *s = o->space;
     if (n <= 1)
         return 0;
-    char line[16384];
-    int len = snprintf(line, sizeof line, "X 0");
-    key_numbers(s, key, line + len, sizeof line - (size_t)len);
-    if (best_us > 0) {
-        len = (int)strlen(line);
-        snprintf(line + len, sizeof line - (size_t)len, " @%.4f", best_us);
-    }
+    const char *names[KTUNE_SCREEN_BATCH];
+    unsigned char pinned[KTUNE_SCREEN_BATCH];
     for (int i = 0; i < n; i++) {
-        len = (int)strlen(line);
-        snprintf(line + len, sizeof line - (size_t)len, " %s%s",
-                 cs[i] == fixed[0] || cs[i] == fixed[1] ? "+" : "", s->configs[cs[i]].name);
+        names[i] = s->configs[cs[i]].name;
+        pinned[i] = cs[i] == fixed[0] || cs[i] == fixed[1];
     }
-    return ktune_worker_send(w, line, err) ? -1 : 1;
+    return ktune_worker_screen_post(w, s->nkey, key, best_us, names, pinned, n, err) ? -1 : 1;
 }
 
 static int window_finish(const ktune_sweep_opts *o, ktune_worker *w, const int64_t *key,
@@ -558,28 +500,21 @@ static int window_finish(const ktune_sweep_opts *o, ktune_worker *w, const int64
 {
     int settled[KTUNE_SCREEN_BATCH] = {0};
     if (sent) {
-        char reply[8192];
+        ktune_answer a;
         ktune_reply_kind kind;
-        ktune_worker_receive(w, o->config_timeout_s * (1 + n / 8.0), reply, sizeof reply, &kind);
+        ktune_worker_collect(w, o->config_timeout_s * (1 + n / 8.0), &a, &kind);
         if (kind == KTUNE_REPLY_INTERRUPTED) {
             *interrupted = 1;
             return 0;
         }
-        char *save = NULL, *tok = strtok_r(reply, " \n", &save);
-        tok = tok ? strtok_r(NULL, " \n", &save) : NULL;
-        tok = tok ? strtok_r(NULL, " \n", &save) : NULL;
-        for (int i = 0; kind == KTUNE_REPLY_OK && tok && strcmp(tok, "ok") == 0 && i < n; i++) {
-            char *st = strtok_r(NULL, " \n", &save), *us = strtok_r(NULL, " \n", &save);
-            char *sp = strtok_r(NULL, " \n", &save), *ns = strtok_r(NULL, " \n", &save);
-            if (!ns)
-                break;
-            if (strcmp(st, "ok") != 0)
+        for (int i = 0; kind == KTUNE_REPLY_OK && a.status == KTUNE_TRIAL_OK && i < n; i++) {
+            if (a.entries[i].status != KTUNE_TRIAL_OK)
                 continue;
             trial *t = &row[cs[i]];
             t->status = KTUNE_TRIAL_OK;
-            t->us = (float)atof(us);
-            t->spread = (float)atof(sp);
-            samples[i] = atoi(ns);
+            t->us = (float)a.entries[i].median_us;
+            t->spread = (float)a.entries[i].spread;
+            samples[i] = a.entries[i].samples;
             details[i][0] = '\0';
             settled[i] = 1;
         }
@@ -682,7 +617,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
         journal_write(syncer, final, "key,config,rank,of,us,spread,is_default,is_committed\n");
 
     int tty = isatty(2) && !getenv("KTUNE_PLAIN_PROGRESS");
-    spent_tally spent = {{0}, {0}, w.restarts, 0};
+    spent_tally spent = {.last_restarts = w.restarts};
     int counts[KTUNE_TRIAL_COUNT] = {0};
     int measured = 0, todo = 0, skipped = 0, noisy = 0;
     order = malloc(sizeof *order * (size_t)(s->nconfigs ? s->nconfigs : 1));
@@ -840,9 +775,9 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                      counts[KTUNE_TRIAL_INVALID], counts[KTUNE_TRIAL_WRONG], counts[KTUNE_TRIAL_FAILED], counts[KTUNE_TRIAL_TIMEOUT],
                      skipped, w.restarts, now_s() - start, tuned ? exp(log_gain / tuned) : 1.0);
     if (spent.answered) {
-        const double wall = now_s() - start, *t = spent.total;
-        const double in_worker = t[SPENT_BUSY] - t[SPENT_TIMED] - t[SPENT_WARMUP] -
-                                 t[SPENT_PREPARE] - t[SPENT_CHECK] - t[SPENT_FLUSH];
+        const double wall = now_s() - start;
+        const ktune_stats_answer *t = &spent.total;
+        const double in_worker = t->busy - t->timed - t->warmup - t->prepare - t->check - t->flush;
         ktune_buf_printf(&summary,
                          "ktune: %.1f s of the %.1f s in timed samples: sweep overhead %.1f%%; "
                          "the rest: checks %.1f s (their launches %.1f s), L2 flushes %.1f s, "
@@ -850,10 +785,9 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                          "(graphs %.1f s, mostly while the GPU ran; the worker waited for the GPU "
                          "%.1f s), outside the worker %.1f s (worker starts %.1f s, requests, the "
                          "journal)\n",
-                         t[SPENT_TIMED], wall,
-                         wall > 0 ? 100 * (wall - t[SPENT_TIMED]) / wall : 0.0, t[SPENT_CHECK],
-                         t[SPENT_PROBE], t[SPENT_FLUSH], t[SPENT_WARMUP], t[SPENT_PREPARE],
-                         in_worker, t[SPENT_GRAPH], t[SPENT_WAIT], wall - t[SPENT_BUSY],
+                         t->timed, wall, wall > 0 ? 100 * (wall - t->timed) / wall : 0.0, t->check,
+                         t->probe, t->flush, t->warmup, t->prepare, in_worker, t->graph, t->wait,
+                         wall - t->busy,
                          w.start_s);
     }
     if (noisy)

@@ -40,6 +40,6 @@ typedef struct {
 int ktune_sweep_run(const ktune_sweep_opts *opts, ktune_err *err);
 
 /* Device limits in ktune_limit_names order. */
-void ktune_limits_from(const ktune_worker_device *d, int64_t *limits);
+void ktune_limits_from(const ktune_hello *d, int64_t *limits);
 
 #endif

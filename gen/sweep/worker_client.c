@@ -133,7 +133,7 @@ static int spawn(ktune_worker *w, ktune_err *err)
     w->to_fd = in[1];
     w->from_fd = out[0];
     w->len = 0;
-    char line[1024];
+    char line[KTUNE_PROTOCOL_LINE];
     int r = read_line(w, KTUNE_START_TIMEOUT_S, line, sizeof line);
     if (r != 1) {
         char how[256];
@@ -141,31 +141,13 @@ static int spawn(ktune_worker *w, ktune_err *err)
         return ktune_fail(err, "%s: no answer at start (%s)", w->opts.program,
                           r == -1 ? "timed out" : r == -2 ? "interrupted" : how);
     }
-    if (line[0] == 'E') {
+    char why[512];
+    const int hello = ktune_hello_parse(line, &w->device, why, sizeof why);
+    if (hello != 0) {
         reap(w, 1, NULL, 0);
-        ktune_fail(err, "%s: %s", w->opts.program, line + 2);
-        return KTUNE_WORKER_NO_DEVICE;
+        ktune_fail(err, "%s: %s", w->opts.program, why);
+        return hello == 1 ? KTUNE_WORKER_NO_DEVICE : -1;
     }
-    /* "H <limits, KTUNE_DEVICE_LIMIT_MAP's order> <driver> <runtime> <name>" */
-    ktune_worker_device *d = &w->device;
-    int name_at = 0, ok = strncmp(line, "H ", 2) == 0;
-    char *p = line + 1;
-#define KTUNE_LIMIT_READ(name, type, what)                                                         \
-    if (ok) {                                                                                      \
-        char *end;                                                                                 \
-        long long v = strtoll(p, &end, 10);                                                        \
-        ok = end != p && *end == ' ' && v >= 0;                                                    \
-        d->name = (type)v;                                                                         \
-        p = end;                                                                                   \
-    }
-    KTUNE_DEVICE_LIMIT_MAP(KTUNE_LIMIT_READ)
-#undef KTUNE_LIMIT_READ
-    if (!ok || sscanf(p, " %31s %31s %n", d->driver_api, d->runtime, &name_at) != 2 ||
-        name_at == 0) {
-        reap(w, 1, NULL, 0);
-        return ktune_fail(err, "%s: unexpected first line '%s'", w->opts.program, line);
-    }
-    snprintf(d->name, sizeof d->name, "%s", p + name_at);
     w->start_s += now_s() - t0;
     return 0;
 }
@@ -179,8 +161,13 @@ int ktune_worker_start(ktune_worker *w, const ktune_worker_opts *opts, ktune_err
     return spawn(w, err);
 }
 
-int ktune_worker_send(ktune_worker *w, const char *line, ktune_err *err)
+int ktune_worker_post(ktune_worker *w, const ktune_request *r, ktune_err *err)
 {
+    char msg[KTUNE_PROTOCOL_LINE];
+    const int n = ktune_request_format(r, msg, sizeof msg);
+    if (n < 0)
+        return ktune_fail(err, "a %c request of %d configs does not fit the protocol's line",
+                          ktune_request_letter(r->kind), r->nconfigs);
     if (w->pid > 0) {
         int status;
         if (waitpid(w->pid, &status, WNOHANG) == w->pid) {
@@ -199,56 +186,129 @@ int ktune_worker_send(ktune_worker *w, const char *line, ktune_err *err)
             return ktune_fail(err, "the restarted worker reports device '%s', not '%s'",
                               w->device.name, name);
     }
-    char msg[8192];
-    int n = snprintf(msg, sizeof msg, "%s\n", line);
-    if (n >= (int)sizeof msg)
-        return ktune_fail(err, "request too long");
     w->sent = write(w->to_fd, msg, (size_t)n) == n;
     w->sent_at = now_s();
+    w->posted = r->kind;
+    w->posted_configs = r->nconfigs;
     return 0;
 }
 
-void ktune_worker_receive(ktune_worker *w, double timeout_s, char *reply, size_t size,
+void ktune_worker_collect(ktune_worker *w, double timeout_s, ktune_answer *a,
                           ktune_reply_kind *kind)
 {
-    int r = w->sent ? read_line(w, w->sent_at + timeout_s - now_s(), reply, size) : 0;
+    char reply[KTUNE_PROTOCOL_LINE];
+    int r = w->sent ? read_line(w, w->sent_at + timeout_s - now_s(), reply, sizeof reply) : 0;
     w->sent = 0;
     if (r == 1) {
+        ktune_answer_parse(reply, w->posted, w->posted_configs, a);
         /* the worker leaves after this answer: wait for it so the next request starts a new one */
-        if (strstr(reply, "(context lost)"))
+        if (a->context_lost)
             reap(w, 0, NULL, 0);
         *kind = KTUNE_REPLY_OK;
         return;
     }
+    memset(a, 0, sizeof *a);
     if (r < 0) {
         reap(w, 1, NULL, 0);
         if (r == -2) {
-            snprintf(reply, size, "interrupted");
+            ktune_answer_fail(a, -1, KTUNE_TRIAL_FAILED, "interrupted");
             *kind = KTUNE_REPLY_INTERRUPTED;
         } else {
-            snprintf(reply, size, "no answer within %g s; worker killed", timeout_s);
+            ktune_answer_fail(a, -1, KTUNE_TRIAL_TIMEOUT, "no answer within %g s; worker killed",
+                              timeout_s);
             *kind = KTUNE_REPLY_TIMEOUT;
         }
         return;
     }
-    reap(w, 0, reply, size);
+    char how[256];
+    reap(w, 0, how, sizeof how);
+    ktune_answer_fail(a, -1, KTUNE_TRIAL_FAILED, "%s", how);
     *kind = KTUNE_REPLY_CRASHED;
 }
 
-int ktune_worker_request(ktune_worker *w, const char *line, double timeout_s, char *reply,
-                         size_t size, ktune_reply_kind *kind, ktune_err *err)
+int ktune_worker_call(ktune_worker *w, const ktune_request *r, double timeout_s, ktune_answer *a,
+                      ktune_reply_kind *kind, ktune_err *err)
 {
-    if (ktune_worker_send(w, line, err))
+    if (ktune_worker_post(w, r, err))
         return -1;
-    ktune_worker_receive(w, timeout_s, reply, size, kind);
+    ktune_worker_collect(w, timeout_s, a, kind);
     return 0;
+}
+
+/* A request of kind for key (nkey values) and n configs. */
+static int keyed_request(ktune_request *r, ktune_request_kind kind, int nkey, const int64_t *key,
+                         const char *const *configs, int n, ktune_err *err)
+{
+    memset(r, 0, sizeof *r);
+    if (nkey < 0 || nkey > KTUNE_MAX_KEY || n < 0 || n > KTUNE_PROTOCOL_MAX_CONFIGS)
+        return ktune_fail(err, "a %c request of %d key values and %d configs is out of bounds",
+                          ktune_request_letter(kind), nkey, n);
+    r->kind = kind;
+    r->nkey = nkey;
+    memcpy(r->key, key, sizeof *key * (size_t)nkey);
+    r->nconfigs = n;
+    memcpy(r->configs, configs, sizeof *configs * (size_t)n);
+    return 0;
+}
+
+int ktune_worker_trial(ktune_worker *w, int nkey, const int64_t *key, const char *config,
+                       double timeout_s, ktune_answer *a, ktune_reply_kind *kind, ktune_err *err)
+{
+    ktune_request r;
+    return keyed_request(&r, KTUNE_REQUEST_TRIAL, nkey, key, &config, 1, err)
+               ? -1
+               : ktune_worker_call(w, &r, timeout_s, a, kind, err);
+}
+
+int ktune_worker_screen_post(ktune_worker *w, int nkey, const int64_t *key, double best_us,
+                             const char *const *configs, const unsigned char *pinned, int n,
+                             ktune_err *err)
+{
+    ktune_request r;
+    if (keyed_request(&r, KTUNE_REQUEST_SCREEN, nkey, key, configs, n, err))
+        return -1;
+    r.best_us = best_us;
+    if (pinned)
+        memcpy(r.pinned, pinned, (size_t)n);
+    return ktune_worker_post(w, &r, err);
+}
+
+int ktune_worker_interleave(ktune_worker *w, int nkey, const int64_t *key,
+                            const char *const *configs, int n, double timeout_s, ktune_answer *a,
+                            ktune_reply_kind *kind, ktune_err *err)
+{
+    ktune_request r;
+    return keyed_request(&r, KTUNE_REQUEST_INTERLEAVE, nkey, key, configs, n, err)
+               ? -1
+               : ktune_worker_call(w, &r, timeout_s, a, kind, err);
+}
+
+int ktune_worker_bench(ktune_worker *w, int nkey, const int64_t *key, const char *tuned,
+                       const char *def, double timeout_s, ktune_answer *a, ktune_reply_kind *kind,
+                       ktune_err *err)
+{
+    const char *configs[2] = {tuned, def};
+    ktune_request r;
+    return keyed_request(&r, KTUNE_REQUEST_BENCH, nkey, key, configs, 2, err)
+               ? -1
+               : ktune_worker_call(w, &r, timeout_s, a, kind, err);
+}
+
+int ktune_worker_stats(ktune_worker *w, double timeout_s, ktune_answer *a, ktune_reply_kind *kind,
+                       ktune_err *err)
+{
+    ktune_request r = {.kind = KTUNE_REQUEST_STATS};
+    return ktune_worker_call(w, &r, timeout_s, a, kind, err);
 }
 
 void ktune_worker_stop(ktune_worker *w)
 {
     if (w->pid <= 0)
         return;
-    ssize_t ignored = write(w->to_fd, "Q\n", 2);
+    ktune_request quit = {.kind = KTUNE_REQUEST_QUIT};
+    char msg[64];
+    const int n = ktune_request_format(&quit, msg, sizeof msg);
+    ssize_t ignored = n > 0 ? write(w->to_fd, msg, (size_t)n) : 0;
     (void)ignored;
     char how[128];
     /* give it a moment to leave on its own, then make sure */

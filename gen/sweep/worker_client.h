@@ -1,5 +1,5 @@
-/* The parent's side of a worker process: start it, send a request, wait for the answer with a
- * timeout, and tell a crash or a hang from an answer. */
+/* The parent's side of a worker process: start it, send a request of gen/worker/protocol.h,
+ * wait for the answer with a timeout, and tell a crash or a hang from an answer. */
 #ifndef KTUNE_GEN_WORKER_CLIENT_H
 #define KTUNE_GEN_WORKER_CLIENT_H
 
@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "ktune_table.h"
+#include "protocol.h"
 #include "util.h"
 
 typedef struct {
@@ -22,26 +23,19 @@ typedef struct {
     const char *log_path; /* the worker's stderr is appended here; NULL: inherit */
 } ktune_worker_opts;
 
-/* What the worker said of its device in its first line. */
-/* The worker's device: its name, its limits (KTUNE_DEVICE_LIMIT_MAP; sm90a: 1 where the worker
- * carries sm_90a code) and the CUDA versions it runs with. */
-typedef struct {
-    char name[256];
-    KTUNE_DEVICE_LIMIT_MAP(KTUNE_DEVICE_LIMIT_FIELD)
-    char driver_api[32], runtime[32];
-} ktune_worker_device;
-
 typedef struct {
     ktune_worker_opts opts;
     pid_t pid;
     int to_fd, from_fd;
-    char buf[16384];
+    char buf[KTUNE_PROTOCOL_LINE];
     size_t len;
-    ktune_worker_device device;
+    ktune_hello device; /* what its hello said */
     int restarts;
     double start_s; /* spent starting workers until their first line, in seconds */
     int sent;       /* the last request reached the worker's pipe */
     double sent_at; /* when (seconds, CLOCK_MONOTONIC) */
+    ktune_request_kind posted; /* the last request's kind and configs, for its answer */
+    int posted_configs;
 } ktune_worker;
 
 typedef enum {
@@ -61,14 +55,34 @@ extern volatile sig_atomic_t ktune_interrupted;
 
 /* 0, KTUNE_WORKER_NO_DEVICE, or -1 (the worker did not start or did not answer). */
 int ktune_worker_start(ktune_worker *w, const ktune_worker_opts *opts, ktune_err *err);
-/* Sends line (without newline); restarts the worker first if it is gone. */
-int ktune_worker_request(ktune_worker *w, const char *line, double timeout_s, char *reply,
-                         size_t size, ktune_reply_kind *kind, ktune_err *err);
-/* ktune_worker_request in two halves, for work to do while the worker measures: the request
- * goes out; then its answer comes, timeout_s from the sending at most. */
-int ktune_worker_send(ktune_worker *w, const char *line, ktune_err *err);
-void ktune_worker_receive(ktune_worker *w, double timeout_s, char *reply, size_t size,
+/* Sends r and waits for its answer, timeout_s at most (restarting the worker first if it is
+ * gone). *kind says whether an answer came; where none did (a crash, a hang, an interruption), a
+ * is failed with the reason. -1 (err set) only when r cannot be sent: it does not fit a line, or
+ * no worker can be started. */
+int ktune_worker_call(ktune_worker *w, const ktune_request *r, double timeout_s, ktune_answer *a,
+                      ktune_reply_kind *kind, ktune_err *err);
+/* ktune_worker_call in two halves, for work to do while the worker measures: the request goes
+ * out; then its answer comes, timeout_s from the sending at most. */
+int ktune_worker_post(ktune_worker *w, const ktune_request *r, ktune_err *err);
+void ktune_worker_collect(ktune_worker *w, double timeout_s, ktune_answer *a,
                           ktune_reply_kind *kind);
+
+/* The requests, typed (keys of nkey values): a TRIAL of one config; a SCREEN posted (its answer
+ * by ktune_worker_collect; pinned may be NULL); an INTERLEAVE of n configs; a BENCH of the tuned
+ * and the default config; STATS. */
+int ktune_worker_trial(ktune_worker *w, int nkey, const int64_t *key, const char *config,
+                       double timeout_s, ktune_answer *a, ktune_reply_kind *kind, ktune_err *err);
+int ktune_worker_screen_post(ktune_worker *w, int nkey, const int64_t *key, double best_us,
+                             const char *const *configs, const unsigned char *pinned, int n,
+                             ktune_err *err);
+int ktune_worker_interleave(ktune_worker *w, int nkey, const int64_t *key,
+                            const char *const *configs, int n, double timeout_s, ktune_answer *a,
+                            ktune_reply_kind *kind, ktune_err *err);
+int ktune_worker_bench(ktune_worker *w, int nkey, const int64_t *key, const char *tuned,
+                       const char *def, double timeout_s, ktune_answer *a, ktune_reply_kind *kind,
+                       ktune_err *err);
+int ktune_worker_stats(ktune_worker *w, double timeout_s, ktune_answer *a, ktune_reply_kind *kind,
+                       ktune_err *err);
 void ktune_worker_stop(ktune_worker *w);
 
 #endif

@@ -6,8 +6,8 @@
  *   hang_seconds<S> sleeps S seconds without answering
  *   wrong_delta<D>  its sum of 1..n is off by D: recorded wrong
  *   oom_mb<M>       answers failed, out of memory
- * It answers T (one config), X (a window of configs; a crash or a hang in it takes the window
- * down, as a lost CUDA context does), M, B and S.
+ * It answers every request of gen/worker/protocol.h: a crash or a hang in a SCREEN takes the
+ * whole window down, as a lost CUDA context does.
  * Environment: KTUNE_SIM_DELAY_MS (sleep before each answer), KTUNE_SIM_BONUS=<config>:<factor>
  * (scales one config's time), KTUNE_SIM_SCALE=<factor> (scales every time),
  * KTUNE_SIM_FINAL_SCALE=<factor> (scales the times M answers: the final round's, told apart),
@@ -19,6 +19,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "protocol.h"
 
 static void sleep_ms(long ms)
 {
@@ -49,14 +51,15 @@ static double sim_time(const char *config, long long n)
     return us;
 }
 
-/* The answer to T for config on n, after "R <id> ": a status, numbers and a detail; crashes and
- * hangs as the config says. */
-static void trial(const char *config, long long n, char *out, size_t size, double *timed_s)
+/* Config's outcome on n; crashes and hangs as the config says. */
+static void trial(const char *config, long long n, ktune_answer *a, int at, double *timed_s)
 {
     int arg;
+    ktune_answer_entry *x = &a->entries[at];
     double us = sim_time(config, n);
+    x->status = KTUNE_TRIAL_OK;
     if (us >= 0) {
-        snprintf(out, size, "ok %.4f 0.00100 7", us);
+        *x = (ktune_answer_entry){KTUNE_TRIAL_OK, us, 0.001, 7};
         *timed_s += 7 * us * 1e-6;
     } else if (sscanf(config, "crash_code%d", &arg) == 1) {
         raise(arg);
@@ -69,76 +72,98 @@ static void trial(const char *config, long long n, char *out, size_t size, doubl
         for (long long i = 1; i <= n; i++)
             sum += i;
         sum += arg;
-        snprintf(out, size, "wrong 0 0 0 sum of 1..%lld is %lld; expected %lld", n, sum,
+        x->status = KTUNE_TRIAL_WRONG;
+        snprintf(a->detail, sizeof a->detail, "sum of 1..%lld is %lld; expected %lld", n, sum,
                  n * (n + 1) / 2);
     } else if (sscanf(config, "oom_mb%d", &arg) == 1) {
-        snprintf(out, size, "failed 0 0 0 preparing the inputs: out of memory");
+        x->status = KTUNE_TRIAL_FAILED;
+        snprintf(a->detail, sizeof a->detail, "preparing the inputs: out of memory");
     } else {
-        snprintf(out, size, "invalid 0 0 0 %s is not compiled into this worker", config);
+        x->status = KTUNE_TRIAL_INVALID;
+        snprintf(a->detail, sizeof a->detail, "%s is not compiled into this worker", config);
     }
+}
+
+static void answer(ktune_request_kind kind, const ktune_answer *a)
+{
+    char line[KTUNE_PROTOCOL_LINE];
+    if (ktune_answer_format(kind, a, line, sizeof line) > 0)
+        fputs(line, stdout);
+    fflush(stdout);
 }
 
 int main(void)
 {
+    char line[KTUNE_PROTOCOL_LINE];
     if (getenv("KTUNE_SIM_NO_DEVICE")) {
-        printf("E no usable CUDA device 0: no CUDA-capable device is detected (simulated)\n");
+        if (ktune_no_device_format("no usable CUDA device 0: no CUDA-capable device is detected "
+                                   "(simulated)",
+                                   line, sizeof line) > 0)
+            fputs(line, stdout);
         return 2;
     }
     long delay = getenv("KTUNE_SIM_DELAY_MS") ? atol(getenv("KTUNE_SIM_DELAY_MS")) : 0;
     double timed_s = 0; /* what 7 samples of each ok trial would have taken */
-    /* the limits in KTUNE_DEVICE_LIMIT_MAP's order: sms cc max_threads smem_per_block l2_bytes sm90a */
-    printf("H 132 90 1024 232448 52428800 1 13.0 13.0 ktune simulated GPU\n");
+    const ktune_hello hello = {"ktune simulated GPU", 132, 90, 1024, 232448, 52428800, 1,
+                               "13.0", "13.0"};
+    if (ktune_hello_format(&hello, line, sizeof line) > 0)
+        fputs(line, stdout);
     fflush(stdout);
-    char line[8192];
     while (fgets(line, sizeof line, stdin)) {
-        char *save = NULL;
-        char *cmd = strtok_r(line, " \n", &save);
-        if (!cmd || strcmp(cmd, "Q") == 0)
+        ktune_request r;
+        static ktune_answer a;
+        char why[256];
+        memset(&a, 0, sizeof a);
+        if (ktune_request_parse(line, 1, &r, why, sizeof why)) {
+            ktune_answer_fail(&a, r.id, KTUNE_TRIAL_FAILED, "%s", why);
+            answer(r.kind, &a);
+            continue;
+        }
+        if (r.kind == KTUNE_REQUEST_QUIT)
             break;
-        long id = atol(strtok_r(NULL, " \n", &save));
         if (delay)
             sleep_ms(delay);
-        if (strcmp(cmd, "T") == 0) {
-            char *config = strtok_r(NULL, " \n", &save);
-            long long n = atoll(strtok_r(NULL, " \n", &save));
-            char answer[512];
-            trial(config, n, answer, sizeof answer, &timed_s);
-            printf("R %ld %s\n", id, answer);
-        } else if (strcmp(cmd, "X") == 0) {
-            /* a window: the statuses alone; a crash or a hang takes the whole window down */
-            long long n = atoll(strtok_r(NULL, " \n", &save));
-            char answers[8192] = "";
-            size_t len = 0;
-            for (char *c = strtok_r(NULL, " \n", &save); c; c = strtok_r(NULL, " \n", &save)) {
-                if (c[0] == '@') /* the shape's fastest so far: no cut here */
-                    continue;
-                c += c[0] == '+'; /* a config the final round will time: nothing kept here */
-                char answer[512], st[32];
-                double us = 0;
-                trial(c, n, answer, sizeof answer, &timed_s);
-                sscanf(answer, "%31s %lf", st, &us);
-                len += (size_t)snprintf(answers + len, sizeof answers - len, " %s %.4f 0.00100 %d",
-                                        st, us, strcmp(st, "ok") == 0 ? 7 : 0);
-            }
-            printf("R %ld ok%s\n", id, answers);
-        } else if (strcmp(cmd, "M") == 0) {
-            long long n = atoll(strtok_r(NULL, " \n", &save));
+        const long long n = r.key[0];
+        a.id = r.id;
+        a.status = KTUNE_TRIAL_OK;
+        a.n = r.nconfigs;
+        switch (r.kind) {
+        case KTUNE_REQUEST_TRIAL:
+            trial(r.configs[0], n, &a, 0, &timed_s);
+            a.status = a.entries[0].status;
+            break;
+        case KTUNE_REQUEST_SCREEN:
+            /* the statuses alone; a crash or a hang takes the whole window down; no cut at @us,
+             * nothing kept for the configs marked + */
+            for (int i = 0; i < r.nconfigs; i++)
+                trial(r.configs[i], n, &a, i, &timed_s);
+            break;
+        case KTUNE_REQUEST_INTERLEAVE: {
             const char *scale = getenv("KTUNE_SIM_FINAL_SCALE");
-            printf("R %ld ok", id);
-            for (char *c = strtok_r(NULL, " \n", &save); c; c = strtok_r(NULL, " \n", &save))
-                printf(" %.4f 0.00100", sim_time(c, n) * (scale ? atof(scale) : 1.0));
-            printf("\n");
-        } else if (strcmp(cmd, "B") == 0) {
-            long long n = atoll(strtok_r(NULL, " \n", &save));
-            char *tuned = strtok_r(NULL, " \n", &save), *def = strtok_r(NULL, " \n", &save);
-            printf("R %ld ok %.4f 0.00100 %.4f 0.00100 %.4f 0.00100 3000.00 %.0f\n", id,
-                   sim_time(tuned, n), sim_time(def, n), n / 10.0, 8.0 * n);
-        } else if (strcmp(cmd, "S") == 0) {
-            printf("R %ld ok %.6f 0 0 0 0 %.6f 0 0 0\n", id, timed_s, timed_s);
-        } else {
-            printf("R %ld failed 0 0 0 unknown request\n", id);
+            for (int i = 0; i < r.nconfigs; i++)
+                a.entries[i] = (ktune_answer_entry){
+                    KTUNE_TRIAL_OK, sim_time(r.configs[i], n) * (scale ? atof(scale) : 1.0), 0.001,
+                    7};
+            break;
         }
-        fflush(stdout);
+        case KTUNE_REQUEST_BENCH:
+            a.bench = (ktune_bench_answer){.tuned_us = sim_time(r.configs[0], n),
+                                           .tuned_spread = 0.001,
+                                           .default_us = sim_time(r.configs[1], n),
+                                           .default_spread = 0.001,
+                                           .copy_us = n / 10.0,
+                                           .copy_spread = 0.001,
+                                           .ceiling_gbps = 3000,
+                                           .bytes = 8.0 * n,
+                                           .vendor_name = "-"};
+            break;
+        case KTUNE_REQUEST_STATS:
+            a.stats = (ktune_stats_answer){.timed = timed_s, .busy = timed_s};
+            break;
+        default:
+            ktune_answer_fail(&a, r.id, KTUNE_TRIAL_FAILED, "unknown request");
+        }
+        answer(r.kind, &a);
     }
     return 0;
 }
