@@ -2,6 +2,8 @@
 #include "sweep.h"
 
 #include "apply.h"
+#include "journal.h"
+#include "search.h"
 #include "syncer.h"
 
 #include <math.h>
@@ -12,19 +14,13 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef ktune_trial_status trial_status;
-#define status_names ktune_trial_status_names
-
 /* Configs a window of the screen measures at most (one X request; the worker's limit). */
 #define KTUNE_SCREEN_BATCH KTUNE_PROTOCOL_MAX_CONFIGS
 
 /* A measurement whose MAD is above this fraction of its median counts as noisy. */
 #define KTUNE_NOISY_SPREAD 0.05
 
-typedef struct {
-    trial_status status;
-    float us, spread;
-} trial;
+typedef ktune_sweep_trial trial;
 
 static double now_s(void)
 {
@@ -41,327 +37,24 @@ void ktune_limits_from(const ktune_hello *d, int64_t *limits)
 #undef KTUNE_LIMIT_COPY
 }
 
-/* The state of GPU gpu (SM and memory clocks, temperature, power) as nvidia-smi reports it
- * through NVML: the query starts now and runs while the caller goes on, gpu_state_read takes its
- * answer. (nvidia-smi took 35 to 70 ms on an H100 host: the two queries of a sweep, one after
- * the other, were 0.1 s of an exhaustive softmax sweep's 3 s overhead.) NULL: it could not
- * start. */
-static FILE *gpu_state_query(int gpu)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof cmd,
-             "nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw "
-             "--format=csv,noheader -i %d 2>/dev/null",
-             gpu);
-    return popen(cmd, "re");
-}
-
-/* The answer to query (closed here), or a word on why there is none. */
-static void gpu_state_read(FILE *query, char *out, size_t size)
-{
-    snprintf(out, size, "unavailable: nvidia-smi (NVML) did not answer");
-    if (!query)
-        return;
-    char line[256];
-    if (fgets(line, sizeof line, query) && strchr(line, ',')) {
-        line[strcspn(line, "\n")] = '\0';
-        for (char *c = line; *c; c++)
-            if (*c == '"' || *c == '\\')
-                *c = ' ';
-        snprintf(out, size, "SM, memory clocks, temperature C, power: %.200s", line);
-    }
-    pclose(query);
-}
-
-/* The order a shape's configs are tried in: declared, or shuffled by a generator seeded with the
- * seed and the shape (so a resumed run repeats it). */
-static void config_order(const ktune_sweep_opts *o, int shape, int *order)
-{
-    int n = o->space->nconfigs;
-    for (int i = 0; i < n; i++)
-        order[i] = i;
-    if (!o->seed)
-        return;
-    uint64_t x = (uint64_t)o->seed * 0x9e3779b97f4a7c15ULL + (uint64_t)shape + 1;
-    for (int i = n - 1; i > 0; i--) {
-        x ^= x << 13; /* xorshift64 */
-        x ^= x >> 7;
-        x ^= x << 17;
-        int j = (int)(x % (uint64_t)(i + 1));
-        int t = order[i];
-        order[i] = order[j];
-        order[j] = t;
-    }
-}
-
-/* Cuts a file back to its last newline: a line cut short by a kill is dropped. */
-static void trim_partial_line(const char *path)
-{
-    ktune_err ignored;
-    size_t len;
-    char *data = ktune_file_read(path, &len, &ignored);
-    if (!data)
-        return;
-    size_t keep = len;
-    while (keep > 0 && data[keep - 1] != '\n')
-        keep--;
-    free(data);
-    if (keep != len && truncate(path, (off_t)keep) != 0)
-        fprintf(stderr, "ktune: cannot trim %s\n", path);
-}
-
-/* The lines of one answer of the worker (a window of the screen, a final round) are flushed
- * together as soon as they are known, so a killed sweep loses nothing that was measured; then
- * the syncer puts the file on disk (fsync) while the next measurement runs. */
-static void journal_line(FILE *f, const char *line) { fputs(line, f); }
-
-static void journal_sync(ktune_syncer *syncer, FILE *f)
-{
-    fflush(f);
-    ktune_syncer_request(syncer, fileno(f));
-}
-
-static void journal_write(ktune_syncer *syncer, FILE *f, const char *line)
-{
-    journal_line(f, line);
-    journal_sync(syncer, f);
-}
-
-static void sanitize(char *s)
-{
-    for (; *s; s++)
-        if (*s == ',' || *s == '\n' || *s == '\r')
-            *s = ';';
-}
-
-/* Writes the journal line of config ci of the shape keytext (t: what became of it), its detail
- * sanitized into clean. */
-static void journal_trial(FILE *journal, const char *keytext, const ktune_space *s, int ci,
-                          const trial *t, int samples, const char *detail, char clean[1024])
-{
-    char line[8192];
-    snprintf(clean, 1024, "%s", detail);
-    sanitize(clean);
-    snprintf(line, sizeof line, "%s,%s,%s,%.4f,%.5f,%d,%s\n", keytext, s->configs[ci].name,
-             status_names[t->status], t->status == KTUNE_TRIAL_OK ? t->us : INFINITY,
-             t->status == KTUNE_TRIAL_OK ? t->spread : 0.0f, samples, clean);
-    journal_line(journal, line);
-}
-
-/* Loads trials.csv into the trials table. A line that does not parse (or names a shape or a
- * config this sweep does not have) is not loaded: its trial is measured again. */
-static void journal_load(const char *path, const ktune_space *s, trial *trials)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    char line[4096];
-    int lineno = 0;
-    while (fgets(line, sizeof line, f)) {
-        char *nl = strchr(line, '\n');
-        lineno++;
-        if (!nl || lineno == 1)
-            continue;
-        *nl = '\0';
-        ktune_trial_line t;
-        ktune_err ignored;
-        if (ktune_trial_parse(s, line, path, lineno, &t, &ignored))
-            continue;
-        int lo = 0, hi = s->nshapes - 1, si = -1;
-        while (lo <= hi) {
-            int mid = (lo + hi) / 2, c = ktune_space_key_compare(s, s->shapes[mid].key, t.key);
-            if (c == 0) {
-                si = mid;
-                break;
-            }
-            if (c < 0)
-                lo = mid + 1;
-            else
-                hi = mid - 1;
-        }
-        if (si < 0)
-            continue;
-        trial *row = &trials[(size_t)si * (size_t)s->nconfigs + (size_t)t.config];
-        row->status = t.status;
-        row->us = (float)t.us;
-        row->spread = (float)t.spread;
-    }
-    fclose(f);
-}
-
-/* state: the GPU's at the start (gpu_state_read's). */
-static int write_meta(const ktune_sweep_opts *o, const ktune_hello *d, const char *state,
-                      ktune_err *err)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/meta.yaml", o->run_dir);
-    ktune_run_info old;
-    ktune_err ignored;
-    if (access(path, F_OK) == 0) {
-        if (ktune_run_info_load(path, &old, &ignored) != 0)
-            return 0;
-        if (strcmp(old.device, d->name) != 0 || old.sms != d->sms)
-            return ktune_fail(err, "%s: the run was made on %s (%d SMs), this is %s (%d SMs)",
-                              o->run_dir, old.device, old.sms, d->name, d->sms);
-        if (strcmp(old.search, o->staged ? "staged" : "exhaustive") != 0)
-            return ktune_fail(err, "%s: the run was made with --search %s; resume it with the "
-                              "same command", o->run_dir, old.search);
-        return 0; /* resuming: keep the first metadata */
-    }
-    char driver[64] = "unknown";
-    FILE *v = fopen("/proc/driver/nvidia/version", "r");
-    if (v) {
-        /* "NVRM version: NVIDIA UNIX ... Kernel Module ... 580.65.06  <date>": the first
-         * token of digits and dots with at least one dot */
-        char line[512], *save = NULL;
-        if (fgets(line, sizeof line, v))
-            for (char *tok = strtok_r(line, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save))
-                if (strspn(tok, "0123456789.") == strlen(tok) && strchr(tok, '.') && tok[0] != '.') {
-                    snprintf(driver, sizeof driver, "%s", tok);
-                    break;
-                }
-        fclose(v);
-    }
-    time_t t = time(NULL);
-    char date[32];
-    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&t));
-    const char *base = strrchr(o->run_dir, '/');
-    base = base ? base + 1 : o->run_dir;
-    char flags[1024], command[2048];
-    snprintf(flags, sizeof flags, "%s", o->flags ? o->flags : "");
-    snprintf(command, sizeof command, "%s", o->command_line ? o->command_line : "");
-    for (char *p = flags; *p; p++)
-        if (*p == '"' || *p == '\\')
-            *p = '\'';
-    for (char *p = command; *p; p++)
-        if (*p == '"' || *p == '\\')
-            *p = '\'';
-    ktune_buf b = {0};
-    ktune_buf_printf(&b, "# Generated by ktune sweep. DO NOT EDIT.\n");
-    ktune_buf_printf(&b, "name: \"%s\"\nfamily: \"%s\"\ndevice: \"%s\"\nsms: %d\ncc: %d\n", base,
-                     o->space->family, d->name, d->sms, d->cc);
-    ktune_buf_printf(&b, "driver: \"%s\"\ncuda: \"%s\"\nsource: \"%s\"\ndate: \"%s\"\n", driver,
-                     d->runtime, o->source_rev ? o->source_rev : "unknown", date);
-    ktune_buf_printf(&b, "cuda_driver_api: \"%s\"\nl2_bytes: %lld\nsmem_per_block: %lld\n",
-                     d->driver_api, (long long)d->l2_bytes, (long long)d->smem_per_block);
-    ktune_buf_printf(&b, "flags: \"%s\"\ncommand: \"%s\"\n", flags, command);
-    ktune_buf_printf(&b, "search: \"%s\"\n", o->staged ? "staged" : "exhaustive");
-    if (o->staged)
-        ktune_buf_printf(&b, "screen_samples: %d\nscreen_min_sample_us: %g\nscreen_cut: %g\n",
-                         o->worker.screen_samples, o->worker.screen_min_sample_us,
-                         o->worker.screen_cut);
-    ktune_buf_printf(&b, "top: %d\nfinal_margin: %g\n", o->top, o->final_margin);
-    ktune_buf_printf(&b, "samples: %d\nmin_sample_us: %g\nwarmup_us: %g\nconfig_timeout_s: %g\n",
-                     o->worker.samples, o->worker.min_sample_us, o->worker.warmup_us,
-                     o->config_timeout_s);
-    ktune_buf_printf(&b, "seed: %u\npatience: %d\nshard: \"%d/%d\"\n", o->seed, o->patience,
-                     o->shard, o->shards);
-    ktune_buf_printf(&b, "gpu_state_start: \"%s\"\n", state);
-    int rc = ktune_file_write_if_changed(path, b.data, b.len, err) < 0 ? -1 : 0;
-    ktune_buf_free(&b);
-    return rc;
-}
-
-typedef struct {
-    int config;
-    double us, spread;
-    int is_default, is_committed;
-    int remeasured; /* in the final round's interleaved measurement (else: its first time) */
-} final_pick;
-
-/* Re-measured picks first, then the others; faster first; then in declared order. */
-static int pick_cmp(const void *a, const void *b)
-{
-    const final_pick *x = a, *y = b;
-    if (x->remeasured != y->remeasured)
-        return y->remeasured - x->remeasured;
-    if (x->us != y->us)
-        return x->us < y->us ? -1 : 1;
-    return x->config - y->config;
-}
-
-/* Adds config c to the picks unless it is there; returns its index. */
-static int pick_add(final_pick *picks, int *n, int c, const trial *row, int remeasure)
-{
-    int i = 0;
-    while (i < *n && picks[i].config != c)
-        i++;
-    if (i == *n)
-        picks[(*n)++] = (final_pick){c, row[c].us, row[c].spread, 0, 0, 0};
-    picks[i].remeasured |= remeasure;
-    return i;
-}
-
-/* The configs that the final round of key re-measures whatever their first times: [0] the
- * default, [1] the committed one (-1: none). */
-static void final_fixed(const ktune_space *s, const ktune_registry *committed_reg,
-                        const int64_t *key, const int64_t *limits, int fixed[2])
-{
-    fixed[0] = ktune_space_default_for(s, key, limits);
-    fixed[1] = -1;
-    if (committed_reg) {
-        int e = ktune_registry_find(committed_reg, s, key);
-        if (e >= 0)
-            fixed[1] = ktune_space_find_config(s, committed_reg->entries[e].config);
-    }
-}
-
 /* The end of a shape, a block of final.csv: the fastest config by its first time, and those within
  * final_margin of it or KTUNE_NOISE_FLOOR_US, whichever is wider (at most `top` in all), the
  * default and the committed config are re-measured interleaved; the fastest of every other variant
  * joins the block for the runner-ups (re-measured too when within the margin), ranked after the
  * re-measured ones with its first time. The winner is the fastest re-measured config, ties going
- * to the first declared. fixed: the default and the committed config (final_fixed). */
+ * to the first declared. fixed: the default and the committed config (ktune_final_fixed). */
 static int final_round(const ktune_sweep_opts *o, ktune_worker *w, const int64_t *key,
                        const trial *row, const int fixed[2], FILE *final, ktune_syncer *syncer,
                        int *interrupted, ktune_err *err)
 {
     const ktune_space *s = o->space;
-    final_pick picks[64];
-    int n = 0, fastest = -1;
-    for (int c = 0; c < s->nconfigs; c++)
-        if (row[c].status == KTUNE_TRIAL_OK && (fastest < 0 || row[c].us < row[fastest].us))
-            fastest = c;
-    /* the margin, or the absolute noise floor where that is wider (kernels of a few us) */
-    const double within = fastest >= 0 ? fmax(row[fastest].us * (1 + o->final_margin),
-                                               row[fastest].us + KTUNE_NOISE_FLOOR_US)
-                                       : 0;
-    /* the fastest `top` within the margin, by their first times */
-    for (int k = 0; k < o->top && n < 60; k++) {
-        int best = -1;
-        for (int c = 0; c < s->nconfigs; c++) {
-            int taken = 0;
-            for (int i = 0; i < n; i++)
-                taken |= picks[i].config == c;
-            if (!taken && row[c].status == KTUNE_TRIAL_OK && (best < 0 || row[c].us < row[best].us))
-                best = c;
-        }
-        if (best < 0 || row[best].us > within)
-            break;
-        pick_add(picks, &n, best, row, 1);
-    }
-    /* and the fastest of every other variant: the variants' times side by side */
-    for (int v = 0; v < s->nvariants && n < 60; v++) {
-        int best = -1, seen = 0;
-        for (int i = 0; i < n; i++)
-            seen |= s->configs[picks[i].config].variant == v;
-        for (int c = 0; c < s->nconfigs && !seen; c++)
-            if (s->configs[c].variant == v && row[c].status == KTUNE_TRIAL_OK &&
-                (best < 0 || row[c].us < row[best].us))
-                best = c;
-        if (best >= 0)
-            pick_add(picks, &n, best, row, row[best].us <= within);
-    }
-    const int def = fixed[0], committed = fixed[1];
-    if (def >= 0 && row[def].status == KTUNE_TRIAL_OK)
-        picks[pick_add(picks, &n, def, row, 1)].is_default = 1;
-    if (committed >= 0 && row[committed].status == KTUNE_TRIAL_OK)
-        picks[pick_add(picks, &n, committed, row, 1)].is_committed = 1;
+    ktune_final_pick picks[KTUNE_FINAL_MAX_PICKS];
+    const int n = ktune_final_picks(s, row, o->top, o->final_margin, fixed, picks);
     char keytext[256], line[8192];
     ktune_space_key_format(s, key, keytext, sizeof keytext);
     if (n == 0) {
         snprintf(line, sizeof line, "%s,-,0,0,0,0,0,0\n", keytext);
-        journal_write(syncer, final, line);
+        ktune_journal_write(syncer, final, line);
         return 0;
     }
     /* a staged search re-measures even a single config: its first time is only the screen's */
@@ -391,27 +84,14 @@ static int final_round(const ktune_sweep_opts *o, ktune_worker *w, const int64_t
             picks[at[i]].spread = a.entries[i].spread;
         }
     }
-    qsort(picks, (size_t)n, sizeof *picks, pick_cmp);
-    /* The re-measured configs within the noise of the fastest (the larger of KTUNE_NOISE_FLOOR
-     * and twice the larger spread) tie with it, and a tie goes to the first declared: where the
-     * measurements cannot tell configs apart, a re-run or a resumed run picks the same one.
-     * (Apply then keeps a committed config or the default that the winner does not beat.) */
-    int win = 0;
-    for (int i = 1; i < n && picks[i].remeasured; i++) {
-        double noise = fmax(KTUNE_NOISE_FLOOR, 2 * fmax(picks[0].spread, picks[i].spread));
-        if (picks[i].config < picks[win].config && picks[i].us <= picks[0].us * (1 + noise))
-            win = i;
-    }
-    final_pick first = picks[win];
-    memmove(picks + 1, picks, sizeof *picks * (size_t)win);
-    picks[0] = first;
+    ktune_final_rank(picks, n);
     for (int i = 0; i < n; i++) { /* a block cut short by a kill is not loaded: one sync */
         snprintf(line, sizeof line, "%s,%s,%d,%d,%.4f,%.5f,%d,%d\n", keytext,
                  s->configs[picks[i].config].name, i + 1, n, picks[i].us, picks[i].spread,
                  picks[i].is_default, picks[i].is_committed);
-        journal_line(final, line);
+        ktune_journal_line(final, line);
     }
-    journal_sync(syncer, final);
+    ktune_journal_sync(syncer, final);
     return 0;
 }
 
@@ -558,9 +238,9 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     ktune_worker_opts wopts = o->worker;
     wopts.log_path = NULL;
     char start_state[256], end_state[256];
-    FILE *state_query = gpu_state_query(o->worker.device); /* while the worker starts */
+    FILE *state_query = ktune_gpu_state_query(o->worker.device); /* while the worker starts */
     int started = ktune_worker_start(&w, &wopts, err);
-    gpu_state_read(state_query, start_state, sizeof start_state);
+    ktune_gpu_state_read(state_query, start_state, sizeof start_state);
     state_query = NULL;
     if (started == KTUNE_WORKER_NO_DEVICE)
         return KTUNE_SWEEP_NO_DEVICE;
@@ -591,19 +271,19 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
             committed = &committed_reg;
         }
     }
-    if (write_meta(o, &w.device, start_state, err))
+    if (ktune_meta_write(o, &w.device, start_state, err))
         goto cleanup;
 
     size_t ntrials = (size_t)s->nshapes * (size_t)s->nconfigs;
     trials = calloc(ntrials ? ntrials : 1, sizeof *trials);
     snprintf(path, sizeof path, "%s/trials.csv", o->run_dir);
     int fresh = access(path, F_OK) != 0;
-    trim_partial_line(path);
-    journal_load(path, s, trials);
+    ktune_journal_trim(path);
+    ktune_journal_load(path, s, trials);
     journal = fopen(path, "a");
     snprintf(path, sizeof path, "%s/final.csv", o->run_dir);
     int fresh_final = access(path, F_OK) != 0;
-    trim_partial_line(path);
+    ktune_journal_trim(path);
     if (!fresh_final && ktune_final_load(o->run_dir, s, &done_rows, &ndone_rows, err))
         goto cleanup;
     final = fopen(path, "a");
@@ -612,9 +292,9 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
         goto cleanup;
     }
     if (fresh)
-        journal_write(syncer, journal, "key,config,status,median_us,spread,samples,detail\n");
+        ktune_journal_write(syncer, journal, "key,config,status,median_us,spread,samples,detail\n");
     if (fresh_final)
-        journal_write(syncer, final, "key,config,rank,of,us,spread,is_default,is_committed\n");
+        ktune_journal_write(syncer, final, "key,config,rank,of,us,spread,is_default,is_committed\n");
 
     int tty = isatty(2) && !getenv("KTUNE_PLAIN_PROGRESS");
     spent_tally spent = {.last_restarts = w.restarts};
@@ -636,15 +316,15 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
             break;
         }
         if (si + o->shards >= s->nshapes) /* the last shape: the state at the end, meanwhile */
-            state_query = gpu_state_query(o->worker.device);
+            state_query = ktune_gpu_state_query(o->worker.device);
         double shape_start = now_s();
         const int64_t *key = s->shapes[si].key;
         trial *row = &trials[(size_t)si * (size_t)s->nconfigs];
         char keytext[256];
         ktune_space_key_format(s, key, keytext, sizeof keytext);
         int best = -1, since_best = 0, shape_measured = 0, fixed[2];
-        final_fixed(s, committed, key, limits, fixed);
-        config_order(o, si, order);
+        ktune_final_fixed(s, committed, key, limits, fixed);
+        ktune_search_order(s, o->seed, si, order);
         int oi = 0;
         while (oi < s->nconfigs && !interrupted) {
             if ((o->patience > 0 && since_best >= o->patience) ||
@@ -653,24 +333,13 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                     skipped += row[order[oi]].status == KTUNE_TRIAL_NONE;
                 break;
             }
-            /* a window of the order: at most KTUNE_SCREEN_BATCH configs to measure, no more than
-             * the shape's budget has time left for at the rate so far (one, to learn the rate),
-             * and no more configs that could count against the patience than it has left */
-            int cap = KTUNE_SCREEN_BATCH;
-            if (o->shape_budget_s > 0) {
-                double spent_s = now_s() - shape_start;
-                double fits = (o->shape_budget_s - spent_s) * shape_measured / spent_s;
-                cap = shape_measured == 0 ? 1 : (int)fmin(KTUNE_SCREEN_BATCH, fmax(1, fits));
-            }
-            int todo_configs[KTUNE_SCREEN_BATCH], ntodo = 0, end = oi, counted = 0;
-            while (end < s->nconfigs && ntodo < cap &&
-                   (o->patience <= 0 || counted < o->patience - since_best)) {
-                int ci = order[end++];
-                int valid = ktune_space_valid(s, &s->configs[ci], key, limits);
-                if (row[ci].status == KTUNE_TRIAL_NONE && valid)
-                    todo_configs[ntodo++] = ci;
-                counted += row[ci].status == KTUNE_TRIAL_NONE ? valid : row[ci].status != KTUNE_TRIAL_INVALID;
-            }
+            /* a window of the order (search.h) */
+            const int cap = ktune_search_cap(o->shape_budget_s, now_s() - shape_start,
+                                             shape_measured);
+            int todo_configs[KTUNE_SCREEN_BATCH], ntodo = 0;
+            const int end = ktune_search_window(s, key, limits, row, order, oi, cap,
+                                                o->patience > 0 ? o->patience - since_best : 0,
+                                                todo_configs, &ntodo);
             char details[KTUNE_SCREEN_BATCH][1024];
             int samples[KTUNE_SCREEN_BATCH];
             const int sent = window_send(o, &w, key, todo_configs, ntodo,
@@ -689,7 +358,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                     char invalid[256], clean[1024];
                     snprintf(invalid, sizeof invalid, "constraints of %s exclude this shape",
                              s->variants[s->configs[ci].variant].name);
-                    journal_trial(journal, keytext, s, ci, &row[ci], 0, invalid, clean);
+                    ktune_journal_trial(journal, keytext, s, ci, &row[ci], 0, invalid, clean);
                 }
             }
             if (window_finish(o, &w, key, todo_configs, ntodo, sent, row, details, samples,
@@ -705,22 +374,17 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                 trial *t = &row[ci];
                 if (k < ntodo && todo_configs[k] == ci) { /* measured now */
                     char clean[1024];
-                    journal_trial(journal, keytext, s, ci, t, samples[k], details[k], clean);
+                    ktune_journal_trial(journal, keytext, s, ci, t, samples[k], details[k], clean);
                     k++;
                     if (o->verbose && t->status != KTUNE_TRIAL_OK && t->status != KTUNE_TRIAL_INVALID)
                         fprintf(stderr, "%sktune: %s %s: %s: %s\n", tty ? "\r\033[K" : "",
-                                keytext, s->configs[ci].name, status_names[t->status], clean);
+                                keytext, s->configs[ci].name, ktune_trial_status_names[t->status], clean);
                 }
                 counts[t->status]++;
                 noisy += t->status == KTUNE_TRIAL_OK && t->spread > KTUNE_NOISY_SPREAD;
-                if (t->status == KTUNE_TRIAL_OK && (best < 0 || t->us < row[best].us)) {
-                    best = ci;
-                    since_best = 0;
-                } else if (t->status != KTUNE_TRIAL_INVALID) {
-                    since_best++;
-                }
+                ktune_search_note(row, ci, &best, &since_best);
             }
-            journal_sync(syncer, journal);
+            ktune_journal_sync(syncer, journal);
         }
         if (interrupted)
             break;
@@ -740,7 +404,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     if (tty)
         fprintf(stderr, "\n");
     if (!state_query) /* stopped before the last shape */
-        state_query = gpu_state_query(o->worker.device);
+        state_query = ktune_gpu_state_query(o->worker.device);
 
     /* summary */
     free(done_rows);
@@ -759,7 +423,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                 ktune_space_key_compare(s, done_rows[j].key, done_rows[i].key) == 0)
                 log_gain += log(done_rows[j].us / done_rows[i].us);
     }
-    gpu_state_read(state_query, end_state, sizeof end_state);
+    ktune_gpu_state_read(state_query, end_state, sizeof end_state);
     state_query = NULL;
     ktune_buf summary = {0};
     ktune_buf_printf(&summary,
