@@ -49,6 +49,7 @@ function(ktune_add_family family)
   add_library(ktune_${family}_candidates OBJECT ${candidate_sources})
   target_include_directories(ktune_${family}_candidates PUBLIC
     "${out}" "${PROJECT_SOURCE_DIR}/kernels/${family}" "${PROJECT_SOURCE_DIR}/kernels/runtime"
+    "${PROJECT_SOURCE_DIR}/kernels/common"
     "${PROJECT_SOURCE_DIR}/gen/worker" "${PROJECT_SOURCE_DIR}/include")
   target_link_libraries(ktune_${family}_candidates PUBLIC ktune_cuda_options CUDA::cudart)
   add_dependencies(ktune_${family}_candidates ktune_${family}_sources)

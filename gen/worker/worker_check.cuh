@@ -1,10 +1,12 @@
 /* What the families' workers share to prepare and check a candidate: how many input sets keep
- * the working set beyond L2, inputs from a hash, and a comparison with an fp32 reference that
- * counts the misses and keeps the first. */
+ * the working set beyond L2, buffers carved from the arena, inputs filled from a hash, and a
+ * comparison with an fp32 reference that counts the misses and keeps the first. */
 #pragma once
 
 #include <cuda_runtime.h>
 #include <stdint.h>
+
+#include "convert.cuh"
 
 namespace ktune_worker_check {
 
@@ -37,6 +39,30 @@ __device__ __forceinline__ uint32_t hash(uint64_t v)
     v *= 0xc4ceb9fe1a85ec53ULL;
     v ^= v >> 33;
     return (uint32_t)v;
+}
+
+/* Fills `count` elements of each input set (blockIdx.y; sets `stride` elements apart from x)
+ * uniformly in [lo, hi) from a hash of the set's seed, seed + seed_step * set: the same inputs on
+ * every run and machine. */
+template <typename T>
+__global__ void fill_uniform(T *x, int64_t count, int64_t stride, uint64_t seed,
+                             uint64_t seed_step, float lo, float hi)
+{
+    T *xs = x + blockIdx.y * stride;
+    const uint64_t set_seed = seed + seed_step * blockIdx.y;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count;
+         i += (int64_t)gridDim.x * blockDim.x)
+        xs[i] = ktune_common::from_float<T>(
+            lo + (hi - lo) * (hash(set_seed * 0x9e3779b97f4a7c15ULL + i) / 4294967296.0f));
+}
+
+/* Enqueues fill_uniform over `sets` sets, about 1024 blocks in all, in the default stream. */
+template <typename T>
+void fill_sets(T *x, int64_t count, int64_t stride, int sets, uint64_t seed, uint64_t seed_step,
+               float lo, float hi)
+{
+    const dim3 grid(1024 / sets > 1 ? 1024 / sets : 1, sets);
+    fill_uniform<T><<<grid, 256>>>(x, count, stride, seed, seed_step, lo, hi);
 }
 
 /* Counts y[i] in bad[0] when |y[i] - want| > atol + rtol * |want| (NaN included), and keeps the

@@ -12,11 +12,18 @@
 
 #include <type_traits>
 
-#include "ktune/ktune.h"
+#include "async_copy.cuh"
 #include "cluster.cuh"
+#include "convert.cuh"
+#include "ktune/ktune.h"
 #include "launch.cuh"
 
 namespace ktune_matmul_impl {
+
+using ktune_common::cp_async16;
+using ktune_common::cp_async_commit;
+using ktune_common::cp_async_wait;
+using ktune_common::smem_addr;
 
 /* Loads take 16 bytes at a time when every row of A and W starts 16-byte aligned; stores take
  * pairs when every row of C starts 4-byte aligned, and (wgmma) go through TMA when every row of C
@@ -79,11 +86,6 @@ __device__ __forceinline__ uint4 load8(const T *row, int64_t kk, int64_t k, bool
     return make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
 }
 
-__device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
 /* The tile (tm, tn) of block pid of a grid of tiles_m x tiles_n tiles, in grouped order: columns
  * of GROUP_M tiles of m, so that blocks running at the same time share their tiles of A and W in
  * L2. */
@@ -97,21 +99,6 @@ __device__ __forceinline__ void grouped_tile(int pid, int tiles_m, int tiles_n, 
     tn = (pid % per_group) / size;
 }
 
-/* 16 bytes global -> shared, asynchronously; bytes < 16 fills the rest with zeros. */
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, int bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-                 "r"(bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-
-template <int N> __device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 /* Four 8x8 matrices of 16-bit elements from shared memory, one row address a lane. */
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void *p)
 {
@@ -121,11 +108,10 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void *p)
                  : "memory");
 }
 
-template <typename T> __device__ __forceinline__ T to_out(float v);
-template <> __device__ __forceinline__ __half to_out<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 to_out<__nv_bfloat16>(float v)
+/* An fp32 result as the output's type. */
+template <typename T> __device__ __forceinline__ T to_out(float v)
 {
-    return __float2bfloat16_rn(v);
+    return ktune_common::from_float<T>(v);
 }
 
 /* x and y as two 16-bit values, x in the low half (the lower address). */

@@ -37,29 +37,16 @@ struct state {
 cublasHandle_t handle;
 void *cublas_workspace;
 
-using ktune_worker_check::hash;
-
-/* Fills the count elements of each set (blockIdx.y; sets `stride` elements apart from x) from a
- * hash of the set's seed. */
-template <typename T> __global__ void fill(T *x, int64_t count, int64_t stride, uint64_t seed)
-{
-    T *xs = x + blockIdx.y * stride;
-    const uint64_t set_seed = seed + 2 * blockIdx.y;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count;
-         i += (int64_t)gridDim.x * blockDim.x)
-        xs[i] = ktune_matmul_impl::to_out<T>(
-            hash(set_seed * 0x9e3779b97f4a7c15ULL + i) / 2147483648.0f - 1.f);
-}
-
 /* The activations and weights of every set, which lie one after another (prepare). */
 template <typename T> void fill_sets(uint64_t seed)
 {
     using ktune_worker_check::carver;
-    const dim3 grid(std::max(1, 1024 / st.sets), st.sets);
     const int64_t a_elems = st.m * st.k, w_elems = st.n * st.k;
     auto stride = [](int64_t elems) { return carver::round(elems * sizeof(T)) / sizeof(T); };
-    fill<<<grid, 256>>>((T *)st.a[0], a_elems, stride(a_elems), seed);
-    fill<<<grid, 256>>>((T *)st.w[0], w_elems, stride(w_elems), seed + 1);
+    ktune_worker_check::fill_sets((T *)st.a[0], a_elems, stride(a_elems), st.sets, seed, 2, -1.f,
+                                  1.f);
+    ktune_worker_check::fill_sets((T *)st.w[0], w_elems, stride(w_elems), st.sets, seed + 1, 2,
+                                  -1.f, 1.f);
 }
 
 using ktune_worker_check::compare_launch;

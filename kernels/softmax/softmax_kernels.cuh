@@ -12,27 +12,25 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "ktune/ktune.h"
+#include "async_copy.cuh"
 #include "cluster.cuh"
+#include "convert.cuh"
+#include "ktune/ktune.h"
 #include "launch.cuh"
+#include "reduce.cuh"
 
 namespace ktune_softmax_impl {
 
-template <typename T> __device__ __forceinline__ float to_float(T v);
-template <> __device__ __forceinline__ float to_float<float>(float v) { return v; }
-template <> __device__ __forceinline__ float to_float<__half>(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v)
-{
-    return __bfloat162float(v);
-}
-
-template <typename T> __device__ __forceinline__ T from_float(float v);
-template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v)
-{
-    return __float2bfloat16_rn(v);
-}
+using ktune_common::block_merge;
+using ktune_common::block_reduce;
+using ktune_common::cp_async16;
+using ktune_common::cp_async_commit;
+using ktune_common::cp_async_wait;
+using ktune_common::cp_async_wait_all;
+using ktune_common::from_float;
+using ktune_common::online_merge;
+using ktune_common::to_float;
+using ktune_common::warp_reduce;
 
 /* The element-wise max of two registers of two 16-bit elements (NaN loses, as in fmaxf). */
 template <typename T> __device__ __forceinline__ uint32_t max2(uint32_t a, uint32_t b)
@@ -243,64 +241,6 @@ __device__ __forceinline__ void store(T *row, int64_t idx, int cols, bool aligne
     for (int j = 0; j < VEC; j++)
         if (idx + j < cols)
             row[idx + j] = p.v[j];
-}
-
-template <bool IS_MAX> __device__ __forceinline__ float combine(float a, float b)
-{
-    return IS_MAX ? fmaxf(a, b) : a + b;
-}
-
-template <bool IS_MAX> __device__ __forceinline__ float warp_reduce(float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v = combine<IS_MAX>(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-/* Block-wide max or sum through 32 floats of shared memory; every warp reduces the warps'
- * partial results, so every thread gets the result. */
-template <int THREADS, bool IS_MAX> __device__ __forceinline__ float block_reduce(float v, float *smem)
-{
-    const float identity = IS_MAX ? -INFINITY : 0.f;
-    const int lane = threadIdx.x & 31;
-    v = warp_reduce<IS_MAX>(v);
-    if (lane == 0)
-        smem[threadIdx.x >> 5] = v;
-    __syncthreads();
-    v = warp_reduce<IS_MAX>(lane < THREADS / 32 ? smem[lane] : identity);
-    __syncthreads(); /* read before the next reduction writes */
-    return v;
-}
-
-/* (m, s) with s = sum exp(x - m): merging two partial results. */
-__device__ __forceinline__ void online_merge(float &m, float &s, float m2, float s2)
-{
-    const float nm = fmaxf(m, m2);
-    if (nm == -INFINITY)
-        return;
-    s = (m == -INFINITY ? 0.f : s * __expf(m - nm)) + (m2 == -INFINITY ? 0.f : s2 * __expf(m2 - nm));
-    m = nm;
-}
-
-/* Block-wide merge of (m, s) pairs through 32 float2 of shared memory; every thread gets the
- * result. */
-template <int THREADS> __device__ __forceinline__ void block_merge(float &m, float &s, float2 *smem)
-{
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        online_merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
-    if (lane == 0)
-        smem[threadIdx.x >> 5] = make_float2(m, s);
-    __syncthreads();
-    const float2 p = lane < THREADS / 32 ? smem[lane] : make_float2(-INFINITY, 0.f);
-    m = p.x;
-    s = p.y;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        online_merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
-    __syncthreads(); /* read before the next reduction writes */
 }
 
 /* A cluster's blocks merge their (m, s) pairs, m a block's max and s the block-wide sum of its
@@ -548,12 +488,6 @@ __global__ void __launch_bounds__(THREADS, raw_row<T, VEC, ITERS>() ? 65536 / (T
 /* Row staged in shared memory by asynchronous 16-byte copies (no registers held while the loads
  * are in flight), spread over a cluster of CTAS blocks when it is long: block b holds elements
  * [b * chunk, (b + 1) * chunk). Max and sum go through distributed shared memory. */
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
-}
-
 /* Copies n elements of a row (src) into shared memory (buf): 16-byte asynchronous copies when
  * aligned (not waited for here), element by element otherwise and for the tail. */
 template <typename T, int THREADS>
@@ -665,7 +599,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int begin = rank * chunk;
     const int n = max(0, min(chunk, cols - begin));
     chunk_fetch<T, THREADS>(buf, x + row * cols + begin, n, aligned);
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    cp_async_wait_all();
     __syncthreads();
     float m, sum;
     chunk_reduce<T, THREADS>(buf, n, red, m, sum);
@@ -707,7 +641,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int64_t row = first + k * clusters;
         if (row < rows)
             chunk_fetch<T, THREADS>(base + (size_t)k * chunk, x + row * cols + begin, n, aligned);
-        asm volatile("cp.async.commit_group;\n" ::: "memory");
+        cp_async_commit();
     }
     int stage = 0, parity = 0;
     for (int64_t row = first; row < rows; row += clusters) {
@@ -716,8 +650,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (ahead < rows)
             chunk_fetch<T, THREADS>(base + (size_t)fill * chunk, x + ahead * cols + begin, n,
                                     aligned);
-        asm volatile("cp.async.commit_group;\n" ::: "memory");
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");
+        cp_async_commit();
+        cp_async_wait<STAGES - 1>();
         __syncthreads();
         T *buf = base + (size_t)stage * chunk;
         float m, sum;

@@ -32,20 +32,6 @@ struct state {
     float *ref = nullptr;
 } st;
 
-using ktune_worker_check::hash;
-
-/* Fills the n elements of each set (blockIdx.y; sets `stride` elements apart from x) from a
- * hash of the set's seed. */
-template <typename T> __global__ void fill(T *x, int64_t n, int64_t stride, uint64_t seed)
-{
-    T *xs = x + blockIdx.y * stride;
-    const uint64_t set_seed = seed + blockIdx.y;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        xs[i] = from_float<T>((hash(set_seed * 0x9e3779b97f4a7c15ULL + i) / 4294967296.0f) * 16.f -
-                              8.f);
-}
-
 template <typename T> __global__ void reference(const T *x, float *ref, int64_t cols)
 {
     __shared__ double red[256];
@@ -84,8 +70,8 @@ template <typename T> struct typed {
     static void fill_all(uint64_t seed) /* the inputs lie one after another (prepare) */
     {
         const int64_t stride = ktune_worker_check::carver::round(st.bytes) / sizeof(T);
-        const dim3 grid(std::max(1, 1024 / st.sets), st.sets);
-        fill<T><<<grid, 256>>>((T *)st.x[0], st.rows * st.cols, stride, seed);
+        ktune_worker_check::fill_sets((T *)st.x[0], st.rows * st.cols, stride, st.sets, seed, 1,
+                                      -8.f, 8.f);
         reference<T><<<(unsigned)st.rows, 256>>>((const T *)st.x[0], st.ref, st.cols);
     }
     static cudaError_t compare_all(float atol, float rtol, unsigned long long *bad,
