@@ -53,6 +53,16 @@ function(ktune_add_family family)
     "${PROJECT_SOURCE_DIR}/gen/worker" "${PROJECT_SOURCE_DIR}/include")
   target_link_libraries(ktune_${family}_candidates PUBLIC ktune_cuda_options CUDA::cudart)
   add_dependencies(ktune_${family}_candidates ktune_${family}_sources)
+  if(KTUNE_CANDIDATES_MODE STREQUAL "CHECK")
+    # PTX only: the front end and NVVM check that every config compiles, without ptxas; a worker
+    # built so refuses to sweep (what is measured must be the machine code that ships)
+    set(virtual "")
+    foreach(arch IN LISTS CMAKE_CUDA_ARCHITECTURES)
+      string(REGEX REPLACE "-(real|virtual)$" "" arch "${arch}")
+      list(APPEND virtual "${arch}-virtual")
+    endforeach()
+    set_property(TARGET ktune_${family}_candidates PROPERTY CUDA_ARCHITECTURES ${virtual})
+  endif()
 
   add_executable(ktune-worker-${family} "${PROJECT_SOURCE_DIR}/kernels/${family}/${family}_worker.cu")
   target_link_libraries(ktune-worker-${family} PRIVATE ktune_worker_core ktune_${family}_candidates

@@ -17,20 +17,11 @@ function(ktune_sweep_refuse why)
                       "again to build with the committed tables.")
 endfunction()
 
-# Is there a GPU? A small program asks the CUDA runtime, before minutes of building.
-try_run(probe_rc probe_built "${CMAKE_BINARY_DIR}/ktune-gpu-probe"
-  "${PROJECT_SOURCE_DIR}/cmake/KtuneGpuProbe.c"
-  CMAKE_FLAGS "-DINCLUDE_DIRECTORIES=${CUDAToolkit_INCLUDE_DIRS}"
-  LINK_LIBRARIES CUDA::cudart_static
-  COMPILE_OUTPUT_VARIABLE probe_compile RUN_OUTPUT_VARIABLE probe_out)
-string(STRIP "${probe_out}" probe_out)
-if(NOT probe_built)
-  file(WRITE "${CMAKE_BINARY_DIR}/ktune-gpu-probe.log" "${probe_compile}")
-  ktune_sweep_refuse("the GPU probe did not build (see ${CMAKE_BINARY_DIR}/ktune-gpu-probe.log)")
-elseif(NOT probe_rc EQUAL 0)
-  ktune_sweep_refuse("${probe_out}")
+# Is there a GPU? Asked before minutes of building.
+if(NOT KTUNE_GPU_FOUND)
+  ktune_sweep_refuse("${KTUNE_GPU_TEXT}")
 endif()
-message(STATUS "ktune: sweeping on ${probe_out}")
+message(STATUS "ktune: sweeping on ${KTUNE_GPU_TEXT}")
 
 if(NOT KTUNE_SWEEP_RUN_DIR)
   string(TIMESTAMP stamp "%Y%m%d-%H%M%S" UTC)
@@ -41,7 +32,7 @@ set(log "${CMAKE_BINARY_DIR}/ktune-sweep-tools.log")
 message(STATUS "ktune: building the sweep tools (log: ${log})")
 execute_process(
   COMMAND "${CMAKE_COMMAND}" -S "${PROJECT_SOURCE_DIR}" -B "${tools}" -G "${CMAKE_GENERATOR}"
-          -DKTUNE_SWEEP=OFF -DKTUNE_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Release
+          -DKTUNE_SWEEP=OFF -DKTUNE_BUILD_TESTS=OFF -DKTUNE_CANDIDATES=ALL -DCMAKE_BUILD_TYPE=Release
           "-DCMAKE_CUDA_ARCHITECTURES=${CMAKE_CUDA_ARCHITECTURES}"
           "-DCMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH}"
           "-DCMAKE_CUDA_COMPILER=${CMAKE_CUDA_COMPILER}"

@@ -180,10 +180,9 @@ const char *device_error_text(cudaError_t e)
 }
 
 /* The no-device line, then exit code 2. */
-int no_device(const char *fmt, int device, const char *why)
+int no_device(const char *message)
 {
-    char message[512], line[1024];
-    snprintf(message, sizeof message, fmt, device, why);
+    char line[1024];
     if (ktune_no_device_format(message, line, sizeof line) > 0)
         fputs(line, stdout);
     fflush(stdout);
@@ -250,6 +249,13 @@ void *ktune_worker_arena(size_t bytes, cudaError_t *error)
 
 int main(int argc, char **argv)
 {
+#if KTUNE_CANDIDATES_CHECK_ONLY
+    (void)argc;
+    (void)argv;
+    return no_device("this worker's candidates were compiled to PTX only (KTUNE_CANDIDATES=CHECK, "
+                     "the default where configure found no GPU): reconfigure with "
+                     "-DKTUNE_CANDIDATES=ALL to sweep");
+#endif
     ktune_worker_state w(ktune_worker_family_def);
     settings &opt = w.opt;
     for (int i = 1; i < argc; i++) {
@@ -281,12 +287,18 @@ int main(int argc, char **argv)
         e = cudaGetDeviceProperties(&p, opt.device);
     if (e == cudaSuccess)
         e = start_device(w);
-    if (e != cudaSuccess)
-        return no_device("no usable CUDA device %d: %s", opt.device, device_error_text(e));
+    char message[512];
+    if (e != cudaSuccess) {
+        snprintf(message, sizeof message, "no usable CUDA device %d: %s", opt.device,
+                 device_error_text(e));
+        return no_device(message);
+    }
     e = start_flush(w, p);
-    if (e != cudaSuccess)
-        return no_device("device %d: cannot allocate the L2 flush buffer: %s", opt.device,
-                         cudaGetErrorString(e));
+    if (e != cudaSuccess) {
+        snprintf(message, sizeof message, "device %d: cannot allocate the L2 flush buffer: %s",
+                 opt.device, cudaGetErrorString(e));
+        return no_device(message);
+    }
     int driver = 0, runtime = 0;
     cudaDriverGetVersion(&driver);
     cudaRuntimeGetVersion(&runtime);
