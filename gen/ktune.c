@@ -15,6 +15,7 @@
 
 #include "apply.h"
 #include "bench.h"
+#include "verify.h"
 #include "emit.h"
 #include "sweep.h"
 
@@ -64,12 +65,12 @@ typedef struct {
     int npositionals;
     const char *space, *spaces_dir, *registry_dir, *templates, *m4, *worker;
     const char *run, *out, *source_rev, *gpus, *model, *crossover, *plot, *where, *search;
-    const char *device, *shard_text;
+    const char *device, *shard_text, *against;
     int sms, cc;
     int tp_size;
     int argc;
     char **argv;
-    int samples, screen_samples, top, gpu, shards, seed, patience, shard, shard_count;
+    int samples, screen_samples, top, gpu, shards, seed, patience, shard, shard_count, repeats;
     double min_sample_us, screen_min_sample_us, screen_cut, final_margin, warmup_us, config_timeout,
         threshold, shape_budget, run_budget;
     int apply, verbose, force, check, list, library_all;
@@ -147,8 +148,10 @@ static const option_spec option_table[] = {
         "how far behind the fastest (a fraction of its time) a config may\n"
         "be and still be re-measured at the end (0.05; at least 0.15 us)"),
     OPT("--seed", OPT_INT, seed, 0, 2147483647, "sweep", "N",
-        "try each shape's configs in an order shuffled by N (0: declared\n"
-        "order); the same N gives the same order, also on resume"),
+        "sweep: try each shape's configs in an order shuffled by N (0:\n"
+        "declared order); the same N gives the same order, also on resume.\n"
+        "verify: measure the entries in an order shuffled by N (0: a fresh\n"
+        "order each run)"),
     OPT("--max-configs-without-improvement", OPT_INT, patience, 0, 1000000, "sweep", "N",
         "a shape stops after N measured configs without a new best\n"
         "(0: exhaustive, the default)"),
@@ -177,7 +180,15 @@ static const option_spec option_table[] = {
         "also draw time against the first size of the key, a line a\n"
         "variant (gnuplot)"),
     OPT("--threshold", OPT_DOUBLE, threshold, 0, INFINITY, "verify", "P",
-        "the slowdown, in percent, that fails an entry (5)"),
+        "the slowdown, in percent, that fails an entry beyond the noise (5)"),
+    OPT("--repeats", OPT_INT, repeats, 1, 100, "verify", "N",
+        "times an entry that looks slower is measured again; it fails only\n"
+        "when the slowdown holds every time (3)"),
+    OPT("--against", OPT_TEXT, against, 0, 0, "verify", "X",
+        "compare with X instead of the recorded times, interleaved on this\n"
+        "GPU: a registry (a file, or a folder like generated/), another\n"
+        "build's worker, or a git revision of this checkout (its worker is\n"
+        "built under <build>/ktune-against/)"),
     OPT("--device", OPT_TEXT, device, 0, 0, "explain", "NAME", "the device described"),
     OPT("--sms", OPT_INT, sms, 1, 100000, "explain", "N", "its SM count"),
     OPT("--cc", OPT_INT, cc, 10, 1000, "explain", "C", "its compute capability (90 for 9.0)"),
@@ -302,6 +313,7 @@ static int parse_options(int argc, char **argv, options *o)
     o->final_margin = 0.05;
     o->warmup_us = 50;
     o->config_timeout = 10;
+    o->repeats = 3;
     o->threshold = 5;
     o->shard_count = 1;
     size_t n = 0;
@@ -694,8 +706,9 @@ static int do_apply(const options *o, const ktune_space *s, const char *run)
         fprintf(stderr, "%s\n", err.msg);
         return KTUNE_EXIT_FAILED;
     }
-    fprintf(stderr, "ktune: %s: %d added, %d replaced, %d kept%s\n", reg_path, counts.added,
-            counts.replaced, counts.kept, changed ? "" : "; registry unchanged");
+    fprintf(stderr, "ktune: %s: %d added, %d replaced, %d kept (%d of them with this run's time)%s\n",
+            reg_path, counts.added, counts.replaced, counts.kept, counts.refreshed,
+            changed ? "" : "; registry unchanged");
     if (access(reg_path, F_OK) != 0)
         return 0;
     ktune_registry reg;
@@ -1106,8 +1119,16 @@ int main(int argc, char **argv)
         default_worker(&o, &s, worker, sizeof worker);
         ktune_worker_opts w = worker_opts(&o, worker);
         ktune_err err;
-        rc = ktune_verify_run(&s, o.registry_dir, &w, o.config_timeout, o.threshold / 100, stdout,
-                              &err);
+        char build_dir[4096];
+        program_beside("ktune-against", build_dir, sizeof build_dir);
+        const ktune_verify_opts vo = {.timeout_s = o.config_timeout,
+                                      .threshold = o.threshold / 100,
+                                      .repeats = o.repeats,
+                                      .seed = (unsigned)o.seed,
+                                      .against = o.against,
+                                      .source_dir = KTUNE_SOURCE_DIR,
+                                      .build_dir = build_dir};
+        rc = ktune_verify_run(&s, o.registry_dir, &w, &vo, stdout, &err);
         if (rc < 0)
             fprintf(stderr, "%s%s\n",
                     rc == KTUNE_WORKER_NO_DEVICE ? "ktune: no GPU to verify on: " : "", err.msg);

@@ -166,11 +166,33 @@ int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_p
             else
                 counts->replaced++;
             ktune_registry_put(&reg, s, &e);
-        } else {
-            counts->kept++;
+            continue;
+        }
+        counts->kept++;
+        /* the kept config's time in this run's final round, measured as the record was */
+        ktune_entry *kept = &reg.entries[at];
+        const ktune_final_row *again = NULL;
+        for (int j = i; j < i + rows[i].of && j < nrows && !again; j++)
+            if (strcmp(rows[j].config, kept->config) == 0)
+                again = &rows[j];
+        if (!again || !(kept->us > 0))
+            continue;
+        const double change = again->us / kept->us - 1;
+        if (fabs(change) > KTUNE_APPLY_FAR)
+            fprintf(log, "ktune: warning: %s: %s re-measured at %.3f us, %+.1f%% from its record "
+                         "%.3f us\n", keytext, kept->config, again->us, 100 * change, kept->us);
+        if (-change > ktune_apply_noise(kept->us, kept->spread, again->spread)) {
+            fprintf(log, "ktune: %s: %s's recorded time %.3f -> %.3f us (this run's)\n", keytext,
+                    kept->config, kept->us, again->us);
+            kept->us = again->us;
+            kept->spread = again->spread;
+            if (def)
+                kept->default_us = def->us;
+            kept->run = run_id;
+            counts->refreshed++;
         }
     }
-    if (counts->added + counts->replaced > 0) {
+    if (counts->added + counts->replaced + counts->refreshed > 0) {
         const char *base = strrchr(run_dir, '/');
         base = base && base[1] ? base + 1 : run_dir;
         if (!ktune_is_safe_text(base, sizeof run.name - 1)) {

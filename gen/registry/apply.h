@@ -15,8 +15,15 @@
 
 double ktune_apply_noise(double us, double spread_a, double spread_b);
 
+/* A kept entry's recorded time is replaced by the run's final-round time of the same config when
+ * that is faster beyond the noise (ktune_apply_noise): a record slower than the config runs would
+ * hide a regression from verify. Never by a slower time: a slower run may be a slower GPU
+ * (clocks, heat, a neighbour), and a record must not drift up with it. Either way a kept entry
+ * re-measured more than KTUNE_APPLY_FAR from its record is reported. */
+#define KTUNE_APPLY_FAR 0.10
+
 typedef struct {
-    int added, replaced, kept;
+    int added, replaced, kept, refreshed; /* refreshed: kept, with the run's time */
 } ktune_apply_counts;
 
 /* Loads the registry at reg_path (or starts one for the run's device when absent), merges

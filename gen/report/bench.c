@@ -11,10 +11,9 @@
 
 #define KTUNE_BIG_BYTES (32.0 * 1024 * 1024)
 
-/* Starts the worker and loads the registry of its device. */
-static int open_device_registry(const ktune_space *s, const char *registry_dir,
-                                const ktune_worker_opts *wopts, ktune_worker *w,
-                                ktune_registry *reg, char *path, size_t size, ktune_err *err)
+int ktune_open_device_registry(const ktune_space *s, const char *registry_dir,
+                               const ktune_worker_opts *wopts, ktune_worker *w,
+                               ktune_registry *reg, char *path, size_t size, ktune_err *err)
 {
     int started = ktune_worker_start(w, wopts, err);
     if (started)
@@ -80,7 +79,7 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
     char path[4096], vendor[64] = "";
     if (s->nvariants > 64)
         return ktune_fail(err, "bench: %s has more than 64 variants", s->family);
-    int opened = open_device_registry(s, registry_dir, wopts, &w, &reg, path, sizeof path, err);
+    int opened = ktune_open_device_registry(s, registry_dir, wopts, &w, &reg, path, sizeof path, err);
     if (opened)
         return opened;
     int64_t limits[KTUNE_NLIMITS];
@@ -217,53 +216,5 @@ cleanup:
     ktune_buf_free(&csv);
     free(points);
     free(variant_us);
-    return rc;
-}
-
-int ktune_verify_run(const ktune_space *s, const char *registry_dir,
-                     const ktune_worker_opts *wopts, double timeout_s, double threshold, FILE *out,
-                     ktune_err *err)
-{
-    ktune_worker w;
-    ktune_registry reg;
-    char path[4096];
-    int opened = open_device_registry(s, registry_dir, wopts, &w, &reg, path, sizeof path, err);
-    if (opened)
-        return opened;
-    int rc = 0, slower = 0, broken = 0;
-    fprintf(out, "%-36s %-36s %12s %12s %8s  %s\n", "key", "config", "committed_us", "now_us",
-            "ratio", "verdict");
-    for (int i = 0; i < reg.nentries; i++) {
-        const ktune_entry *e = &reg.entries[i];
-        char key[256];
-        ktune_space_key_format(s, e->key, key, sizeof key);
-        ktune_answer a;
-        ktune_reply_kind kind;
-        if (ktune_worker_trial(&w, s->nkey, e->key, e->config, timeout_s, &a, &kind, err)) {
-            rc = -1;
-            break;
-        }
-        if (a.n != 1 || a.entries[0].status != KTUNE_TRIAL_OK) {
-            fprintf(out, "%-36s %-36s %12.3f %12s %8s  FAILED: %s %s\n", key, e->config, e->us,
-                    "-", "-", ktune_trial_status_names[a.n == 1 ? a.entries[0].status : a.status],
-                    a.detail);
-            broken++;
-            continue;
-        }
-        const double us = a.entries[0].median_us;
-        double ratio = us / e->us;
-        int bad = ratio > 1 + threshold;
-        slower += bad;
-        fprintf(out, "%-36s %-36s %12.3f %12.3f %8.3f  %s\n", key, e->config, e->us, us, ratio,
-                bad ? "SLOWER" : "ok");
-    }
-    if (rc == 0) {
-        fprintf(out, "ktune verify %s on %s: %d entries, %d slower than recorded by more than "
-                     "%.1f%%, %d failed\n",
-                s->family, w.device.name, reg.nentries, slower, threshold * 100, broken);
-        rc = slower || broken ? 1 : 0;
-    }
-    ktune_worker_stop(&w);
-    ktune_registry_free(&reg);
     return rc;
 }

@@ -1,6 +1,5 @@
-/* ktune bench (tuned vs the family default vs a copy of the same bytes vs the vendor library, in
- * one run) and
- * ktune verify (the committed table re-measured: the performance gate). */
+/* ktune bench: tuned vs the family default vs a copy of the same bytes vs the vendor library, in
+ * one run. */
 #ifndef KTUNE_GEN_BENCH_H
 #define KTUNE_GEN_BENCH_H
 
@@ -18,11 +17,10 @@ int ktune_bench_run(const ktune_space *space, const char *registry_dir,
                     const ktune_worker_opts *worker, double timeout_s, const char *csv_path,
                     const char *plot_png, FILE *out, ktune_err *err);
 
-/* ktune verify: re-measures every committed entry of the worker's device (verified first) and
- * fails when one is slower than its recorded time by more than threshold (a fraction), or is no
- * longer correct. Returns 0 pass, 1 regression, -1 error, KTUNE_WORKER_NO_DEVICE. */
-int ktune_verify_run(const ktune_space *space, const char *registry_dir,
-                     const ktune_worker_opts *worker, double timeout_s, double threshold, FILE *out,
-                     ktune_err *err);
+/* Starts the worker and loads the registry of its device (path: its file). 0, -1 (err set), or
+ * KTUNE_WORKER_NO_DEVICE. */
+int ktune_open_device_registry(const ktune_space *s, const char *registry_dir,
+                               const ktune_worker_opts *wopts, ktune_worker *w,
+                               ktune_registry *reg, char *path, size_t size, ktune_err *err);
 
 #endif

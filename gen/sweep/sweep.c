@@ -57,11 +57,12 @@ static int final_round(const ktune_sweep_opts *o, ktune_worker *w, const int64_t
         ktune_journal_write(syncer, final, line);
         return 0;
     }
-    /* a staged search re-measures even a single config: its first time is only the screen's */
+    /* even a single config is re-measured: a recorded time is always the final round's, taken as
+     * verify and bench take theirs */
     int remeasure = 0;
     for (int i = 0; i < n; i++)
         remeasure += picks[i].remeasured;
-    if (remeasure > 1 || (remeasure == 1 && o->staged)) {
+    if (remeasure > 0) {
         const char *names[64];
         int at[64], nnames = 0;
         for (int i = 0; i < n; i++)

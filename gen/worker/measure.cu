@@ -257,10 +257,29 @@ void ktune_worker_state::retire(timing &t)
     t.exec = nullptr;
 }
 
-/* Runs r on input set `set`. */
+#if KTUNE_WORKER_TEST_KNOBS
+/* The test knob's delay: one thread spins for ns nanoseconds. */
+__global__ void delay_kernel(unsigned long long ns)
+{
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    while (now - start < ns);
+}
+#endif
+
+/* Runs r on input set `set` (with a build's test knob, the config it names and a delay). */
 cudaError_t ktune_worker_state::call(const run &r, int set, cudaStream_t s)
 {
-    return r.instance >= 0 ? fam.launch(r.instance, set, s) : r.call(r.ctx, set, s);
+    cudaError_t e = r.instance >= 0 ? fam.launch(r.instance, set, s) : r.call(r.ctx, set, s);
+#if KTUNE_WORKER_TEST_KNOBS
+    if (e == cudaSuccess && r.instance >= 0 && r.instance == slow_instance) {
+        delay_kernel<<<1, 1, 0, s>>>(slow_ns);
+        e = cudaGetLastError();
+    }
+#endif
+    return e;
 }
 
 /* The probe: one launch, timed. Enqueued behind a closed gate, it holds none of the host's launch

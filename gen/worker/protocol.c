@@ -416,7 +416,8 @@ int ktune_hello_parse(const char *line, ktune_hello *h, char *why, size_t size)
 #define KTUNE_LIMIT_READ(name, type, what)                                                         \
     if (ok) {                                                                                      \
         int64_t v = 0;                                                                             \
-        ok = next_token(&p, tok, sizeof tok) && parse_i64(tok, &v) && v >= 0;                      \
+        ok = next_token(&p, tok, sizeof tok) && parse_i64(tok, &v) && v >= 0 &&                    \
+             (int64_t)(type)v == v; /* fits the field */                                           \
         h->name = (type)v;                                                                         \
     }
     KTUNE_DEVICE_LIMIT_MAP(KTUNE_LIMIT_READ)

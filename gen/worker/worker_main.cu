@@ -313,6 +313,18 @@ int main(int argc, char **argv)
     snprintf(hello.driver_api, sizeof hello.driver_api, "%d.%d", driver / 1000,
              (driver % 1000) / 10);
     snprintf(hello.runtime, sizeof hello.runtime, "%d.%d", runtime / 1000, (runtime % 1000) / 10);
+#if KTUNE_WORKER_TEST_KNOBS
+    if (const char *slow = getenv("KTUNE_TEST_SLOW")) {
+        char config[256];
+        double us = 0;
+        if (sscanf(slow, "%255[^:]:%lf", config, &us) == 2 && us > 0) {
+            w.slow_instance = w.find_instance(config);
+            w.slow_ns = (unsigned long long)(us * 1000);
+        }
+        fprintf(stderr, "ktune worker: test knob: %s %s\n", slow,
+                w.slow_instance >= 0 ? "(slowed)" : "(no such config: nothing slowed)");
+    }
+#endif
     char line[KTUNE_PROTOCOL_LINE];
     if (ktune_hello_format(&hello, line, sizeof line) > 0)
         fputs(line, stdout);

@@ -179,6 +179,12 @@ struct ktune_worker_state {
     /* The instances in the order of their names, for find_instance. */
     std::vector<int> by_name;
 
+    /* A build with KTUNE_TEST_KNOBS: the instance every timed launch of which is followed by a
+     * delay of slow_ns (KTUNE_TEST_SLOW=<config>:<us>), a config made slower on purpose for the
+     * tests of verify. -1: none. */
+    int slow_instance = -1;
+    unsigned long long slow_ns = 0;
+
     /* measure.cu */
     cudaError_t gate_close(unsigned *generation);
     void gate_open(unsigned generation);

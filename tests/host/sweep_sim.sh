@@ -231,6 +231,16 @@ grep -q "n=64 .*good_tile4 .*SLOWER" "$work/v2.log" || bad "verify does not name
 KTUNE_SIM_BONUS=good_tile4:0.6 "$ktune" verify --space "$space" --worker "$worker" --registry-dir "$work/reg" --threshold 25 >/dev/null 2>&1 ||
   bad "verify failed within a 25% threshold"
 
+note "apply: a kept entry takes a faster time of its config, never a slower one"
+# the same winners, twice as fast (run f, three times slower, changed nothing above)
+KTUNE_SIM_SCALE=0.5 KTUNE_SIM_BONUS=good_tile4:0.5 sweep "$work/h" >/dev/null 2>&1 || bad "sweep h"
+"$ktune" apply "$work/h" --space "$space" --registry-dir "$work/reg" >"$work/h.log" 2>&1 || bad "apply h"
+cat "$work/h.log"
+grep -q "n=64: good_tile4's recorded time 11.000 -> 5.500 us" "$work/h.log" || bad "a faster kept time was not taken"
+grep -q "warning: n=64: good_tile4 re-measured at 5.500 us, -50.0%" "$work/h.log" || bad "a far re-measurement was not reported"
+grep -q "n: 64, config: good_tile4, us: 5.5" "$reg" || bad "the registry does not hold the faster time"
+"$ktune" emit --space "$space" --registry-dir "$work/reg" --check || bad "header out of sync after a refresh"
+
 note "bench: the CSV a family's bench writes"
 "$ktune" bench --space "$space" --worker "$worker" --registry-dir "$work/reg" --out "$work/bench.csv" || bad "bench"
 head -1 "$work/bench.csv" | grep -q '^family,dtype,shape,config,tuned_us,default_us,anchor,anchor_us,gbps,pct_of_ceiling' || bad "bench CSV header"
