@@ -73,7 +73,7 @@ typedef struct {
     int samples, screen_samples, top, gpu, shards, seed, patience, shard, shard_count, repeats;
     double min_sample_us, screen_min_sample_us, screen_cut, final_margin, warmup_us, config_timeout,
         threshold, shape_budget, run_budget;
-    int apply, verbose, force, check, list, library_all;
+    int apply, verbose, force, retime, check, list, library_all;
     char command_line[2048];
 } options;
 
@@ -171,6 +171,10 @@ static const option_spec option_table[] = {
     OPT("--verbose", OPT_FLAG, verbose, 0, 0, "sweep", "", "print every failure as it happens"),
     OPT("--force", OPT_FLAG, force, 0, 0, "apply", "",
         "take every winner of the run, faster or not"),
+    OPT("--retime", OPT_FLAG, retime, 0, 0, "apply", "",
+        "kept entries take the run's times of their configs, slower ones\n"
+        "too (after a change in how times are taken, or on another unit of\n"
+        "the same GPU); without it only faster ones"),
     OPT("--check", OPT_FLAG, check, 0, 0, "emit", "",
         "change nothing; fail when a header is out of date"),
     OPT("--crossover", OPT_TEXT, crossover, 0, 0, "show", "DIM",
@@ -702,7 +706,7 @@ static int do_apply(const options *o, const ktune_space *s, const char *run)
     ktune_apply_counts counts;
     int changed;
     if (ktune_registry_path_for_run(s, run, o->registry_dir, reg_path, sizeof reg_path, &err) ||
-        ktune_apply_run(s, run, reg_path, o->force, stderr, &counts, &changed, &err)) {
+        ktune_apply_run(s, run, reg_path, o->force, o->retime, stderr, &counts, &changed, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return KTUNE_EXIT_FAILED;
     }

@@ -58,7 +58,7 @@ static int config_variant(const ktune_space *s, const char *config)
 }
 
 int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_path, int force,
-                    FILE *log, ktune_apply_counts *counts, int *changed, ktune_err *err)
+                    int retime, FILE *log, ktune_apply_counts *counts, int *changed, ktune_err *err)
 {
     char meta[4096];
     ktune_run_info run;
@@ -181,7 +181,8 @@ int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_p
         if (fabs(change) > KTUNE_APPLY_FAR)
             fprintf(log, "ktune: warning: %s: %s re-measured at %.3f us, %+.1f%% from its record "
                          "%.3f us\n", keytext, kept->config, again->us, 100 * change, kept->us);
-        if (-change > ktune_apply_noise(kept->us, kept->spread, again->spread)) {
+        if ((retime ? fabs(change) : -change) >
+            ktune_apply_noise(kept->us, kept->spread, again->spread)) {
             fprintf(log, "ktune: %s: %s's recorded time %.3f -> %.3f us (this run's)\n", keytext,
                     kept->config, kept->us, again->us);
             kept->us = again->us;

@@ -19,7 +19,8 @@ double ktune_apply_noise(double us, double spread_a, double spread_b);
  * that is faster beyond the noise (ktune_apply_noise): a record slower than the config runs would
  * hide a regression from verify. Never by a slower time: a slower run may be a slower GPU
  * (clocks, heat, a neighbour), and a record must not drift up with it. Either way a kept entry
- * re-measured more than KTUNE_APPLY_FAR from its record is reported. */
+ * re-measured more than KTUNE_APPLY_FAR from its record is reported. With retime, a kept entry
+ * takes the run's time either way (asked for: after a change in how times are taken). */
 #define KTUNE_APPLY_FAR 0.10
 
 typedef struct {
@@ -30,7 +31,7 @@ typedef struct {
  * run_dir into it and writes it back when anything changed. Says what it did for each key on
  * log. *changed: whether the file was written. */
 int ktune_apply_run(const ktune_space *space, const char *run_dir, const char *reg_path, int force,
-                    FILE *log, ktune_apply_counts *counts, int *changed, ktune_err *err);
+                    int retime, FILE *log, ktune_apply_counts *counts, int *changed, ktune_err *err);
 
 /* generated/<device slug>/<family>.yaml for the device a run was made on. */
 int ktune_registry_path_for_run(const ktune_space *space, const char *run_dir,

@@ -24,16 +24,29 @@ extern char **environ;
  * other's (the record, or the other build's or registry's config, measured now). */
 typedef struct {
     double us, spread, other_us, other_spread;
+    /* against the record: the reference's ratio to its own record, and its spread now (0: no
+     * reference) */
+    double ref_ratio, ref_spread;
 } comparison;
 
-/* The slowdown of a comparison, and the noise it must exceed to count: the larger of
- * KTUNE_NOISE_FLOOR and twice the larger spread, plus launch jitter (KTUNE_NOISE_FLOOR_US). */
+/* The raw slowdown of a comparison. */
 static double slowdown(const comparison *c) { return c->us / c->other_us; }
 
+/* The slowdown that counts: against the record, relative to the reference's, which ran in the
+ * same request (a GPU running this shape class slower than when the table was recorded, on its
+ * clocks or another unit, slows both). */
+static double held_slowdown(const comparison *c)
+{
+    return c->ref_ratio > 0 ? slowdown(c) / c->ref_ratio : slowdown(c);
+}
+
+/* The noise a slowdown must exceed to count: the larger of KTUNE_NOISE_FLOOR and twice the larger
+ * spread, plus launch jitter (KTUNE_NOISE_FLOOR_US); the reference's too where it divides. */
 static double noise(const comparison *c)
 {
-    return fmax(KTUNE_NOISE_FLOOR, 2 * fmax(c->spread, c->other_spread)) +
-           KTUNE_NOISE_FLOOR_US / c->other_us;
+    const double one = fmax(KTUNE_NOISE_FLOOR, 2 * fmax(c->spread, c->other_spread)) +
+                       KTUNE_NOISE_FLOOR_US / c->other_us;
+    return c->ref_ratio > 0 ? one + fmax(KTUNE_NOISE_FLOOR, 2 * c->ref_spread) : one;
 }
 
 typedef struct {
@@ -115,12 +128,12 @@ static int measure(verify_state *v, ktune_worker *w, const int64_t *key, const c
  * e's config in each build, one after the other (first: which goes first). */
 static int compare_once(verify_state *v, const ktune_entry *e, const char *reference,
                         double reference_us, const char *other_config, int first, int check,
-                        comparison *c, double *ref_ratio, char *why, size_t size, ktune_err *err)
+                        comparison *c, char *why, size_t size, ktune_err *err)
 {
     double us[2] = {0, 0}, sp[2] = {0, 0};
     const char *configs[2] = {e->config, NULL};
     int rc;
-    *ref_ratio = 0;
+    memset(c, 0, sizeof *c);
     if (v->other) {
         ktune_worker *order[2] = {first ? v->w : v->other, first ? v->other : v->w};
         for (int i = 0; i < 2; i++) {
@@ -129,7 +142,7 @@ static int compare_once(verify_state *v, const ktune_entry *e, const char *refer
                 return rc;
         }
         const int mine = first ? 0 : 1;
-        *c = (comparison){us[mine], sp[mine], us[1 - mine], sp[1 - mine]};
+        *c = (comparison){us[mine], sp[mine], us[1 - mine], sp[1 - mine], 0, 0};
         return 0;
     }
     configs[1] = other_config ? other_config : reference;
@@ -143,11 +156,13 @@ static int compare_once(verify_state *v, const ktune_entry *e, const char *refer
         return rc;
     const int mine = n == 2 && !first ? 1 : 0;
     if (other_config) {
-        *c = (comparison){us[mine], sp[mine], us[1 - mine], sp[1 - mine]};
+        *c = (comparison){us[mine], sp[mine], us[1 - mine], sp[1 - mine], 0, 0};
     } else {
-        *c = (comparison){us[mine], sp[mine], e->us, e->spread};
-        if (n == 2 && reference_us > 0)
-            *ref_ratio = us[1 - mine] / reference_us;
+        *c = (comparison){us[mine], sp[mine], e->us, e->spread, 0, 0};
+        if (n == 2 && reference_us > 0) {
+            c->ref_ratio = us[1 - mine] / reference_us;
+            c->ref_spread = sp[1 - mine];
+        }
     }
     return 0;
 }
@@ -182,11 +197,11 @@ static int verify_entry(verify_state *v, const ktune_entry *e, const ktune_regis
             return 0; /* the same config, or none: nothing to compare */
         other_config = against_reg->entries[at].config;
     }
-    double reference_us = 0, ref_ratio = 0;
+    double reference_us = 0;
     const char *reference = reference_of(s, e, limits, &reference_us);
     comparison c;
-    int rc = compare_once(v, e, reference, reference_us, other_config, 1, 1, &c, &ref_ratio, why,
-                          sizeof why, err);
+    int rc = compare_once(v, e, reference, reference_us, other_config, 1, 1, &c, why, sizeof why,
+                          err);
     if (rc < 0)
         return -1;
     if (rc > 0) {
@@ -202,16 +217,16 @@ static int verify_entry(verify_state *v, const ktune_entry *e, const ktune_regis
         snprintf(v->worst_key, sizeof v->worst_key, "%s", key);
     }
     /* an entry that looks slower: measured again, the order alternating; it fails only when the
-     * slowdown holds beyond the noise every time */
-    int holds = first > 1 + v->o->threshold + noise(&c);
-    double least = first, most_noise = noise(&c);
-    if (first > 1 + v->o->threshold) {
+     * slowdown holds beyond the noise every time, also relative to the reference */
+    const double limit = 1 + v->o->threshold;
+    int holds = first > limit && held_slowdown(&c) > limit + noise(&c);
+    double least = held_slowdown(&c), most_noise = noise(&c);
+    if (first > limit) {
         v->suspects++;
         for (int k = 0; k < v->o->repeats && holds; k++) {
             comparison again;
-            double rr;
-            rc = compare_once(v, e, reference, reference_us, other_config, k % 2, 0, &again, &rr,
-                              why, sizeof why, err);
+            rc = compare_once(v, e, reference, reference_us, other_config, k % 2, 0, &again, why,
+                              sizeof why, err);
             if (rc < 0)
                 return -1;
             if (rc > 0) {
@@ -219,21 +234,21 @@ static int verify_entry(verify_state *v, const ktune_entry *e, const ktune_regis
                 v->broken++;
                 return 0;
             }
-            least = fmin(least, slowdown(&again));
+            least = fmin(least, held_slowdown(&again));
             most_noise = fmax(most_noise, noise(&again));
-            holds = slowdown(&again) > 1 + v->o->threshold + noise(&again);
+            holds = slowdown(&again) > limit && held_slowdown(&again) > limit + noise(&again);
         }
     }
     v->slower += holds;
     char ref[64] = "-";
-    if (ref_ratio > 0)
-        snprintf(ref, sizeof ref, "%.3f", ref_ratio);
+    if (c.ref_ratio > 0)
+        snprintf(ref, sizeof ref, "%.3f", c.ref_ratio);
+    const char *verdict = holds           ? "SLOWER"
+                          : first <= limit  ? "ok"
+                          : least > limit   ? "ok (within the noise)"
+                                            : "ok (so is the reference, or not again)";
     fprintf(v->out, "%-36s %-40s %10.3f %10.3f %7.3f %7s %6.1f%%  %s\n", key, e->config,
-            c.other_us, c.us, first, ref, 100 * most_noise,
-            holds ? "SLOWER"
-            : first > 1 + v->o->threshold
-                ? (least > 1 + v->o->threshold ? "ok (within the noise)" : "ok (not again)")
-                : "ok");
+            c.other_us, c.us, first, ref, 100 * most_noise, verdict);
     return 0;
 }
 
