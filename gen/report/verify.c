@@ -82,7 +82,7 @@ static const char *reference_of(const ktune_space *s, const ktune_entry *e, cons
 /* Checks then times configs (n of them) of key interleaved in w; us and spread per config.
  * 0, 1 when the worker found a config wrong, failed or could not measure (why says so), -1 on an
  * error. */
-static int measure(verify_state *v, ktune_worker *w, const int64_t *key, const char **configs,
+static int measure(verify_state *v, ktune_worker *w, const int64_t *key, const char *const *configs,
                    int n, int check, double *us, double *spread, char *why, size_t size,
                    ktune_err *err)
 {
@@ -123,6 +123,18 @@ static int measure(verify_state *v, ktune_worker *w, const int64_t *key, const c
     return 0;
 }
 
+/* The median of x[0..n) (reordered). */
+static double median(double *x, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && x[j - 1] > x[j]; j--) {
+            const double t = x[j];
+            x[j] = x[j - 1];
+            x[j - 1] = t;
+        }
+    return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
+}
+
 /* One comparison of entry e. Against the record: e's config with its reference; against a
  * registry: e's config with the other registry's for the key (other_config); against a worker:
  * e's config in each build, one after the other (first: which goes first). */
@@ -145,24 +157,62 @@ static int compare_once(verify_state *v, const ktune_entry *e, const char *refer
         *c = (comparison){us[mine], sp[mine], us[1 - mine], sp[1 - mine], 0, 0};
         return 0;
     }
-    configs[1] = other_config ? other_config : reference;
-    const int n = configs[1] ? 2 : 1;
-    if (n == 2 && !first) {
-        configs[0] = configs[1];
-        configs[1] = e->config;
+    if (other_config) {
+        configs[1] = other_config;
+        if (!first) {
+            configs[0] = other_config;
+            configs[1] = e->config;
+        }
+        rc = measure(v, v->w, e->key, configs, 2, check, us, sp, why, size, err);
+        if (rc)
+            return rc;
+        const int mine = first ? 0 : 1;
+        *c = (comparison){us[mine], sp[mine], us[1 - mine], sp[1 - mine], 0, 0};
+        return 0;
     }
-    rc = measure(v, v->w, e->key, configs, n, check, us, sp, why, size, err);
+    /* against the record: the entry with the configs of its final round that the table names
+     * (the default, the runner-ups), as the round interleaved them; their ratios to their own
+     * records, by their median, are the reference */
+    const char *names[KTUNE_RUNNER_UPS + 2];
+    double recorded[KTUNE_RUNNER_UPS + 2], now[KTUNE_RUNNER_UPS + 2], spread[KTUNE_RUNNER_UPS + 2];
+    int n = 0;
+    names[n] = e->config;
+    recorded[n++] = e->us;
+    if (reference && reference_us > 0) {
+        names[n] = reference;
+        recorded[n++] = reference_us;
+    }
+    for (int r = 0; r < e->nrunner_ups && n < KTUNE_RUNNER_UPS + 2; r++) {
+        int seen = ktune_space_find_config(v->s, e->runner_ups[r].config) < 0;
+        for (int q = 0; q < n; q++)
+            seen |= strcmp(names[q], e->runner_ups[r].config) == 0;
+        if (!seen && e->runner_ups[r].us > 0) {
+            names[n] = e->runner_ups[r].config;
+            recorded[n++] = e->runner_ups[r].us;
+        }
+    }
+    if (!first) { /* the entry last */
+        names[0] = names[n - 1];
+        names[n - 1] = e->config;
+        const double t = recorded[0];
+        recorded[0] = recorded[n - 1];
+        recorded[n - 1] = t;
+    }
+    rc = measure(v, v->w, e->key, names, n, check, now, spread, why, size, err);
     if (rc)
         return rc;
-    const int mine = n == 2 && !first ? 1 : 0;
-    if (other_config) {
-        *c = (comparison){us[mine], sp[mine], us[1 - mine], sp[1 - mine], 0, 0};
-    } else {
-        *c = (comparison){us[mine], sp[mine], e->us, e->spread, 0, 0};
-        if (n == 2 && reference_us > 0) {
-            c->ref_ratio = us[1 - mine] / reference_us;
-            c->ref_spread = sp[1 - mine];
+    const int mine = first ? 0 : n - 1;
+    *c = (comparison){now[mine], spread[mine], e->us, e->spread, 0, 0};
+    double ratios[KTUNE_RUNNER_UPS + 2], spreads[KTUNE_RUNNER_UPS + 2];
+    int m = 0;
+    for (int q = 0; q < n; q++)
+        if (q != mine) {
+            ratios[m] = now[q] / recorded[q];
+            spreads[m++] = spread[q];
         }
+    if (m > 0) {
+        c->ref_ratio = median(ratios, m);
+        c->ref_spread = median(spreads, m);
     }
     return 0;
 }

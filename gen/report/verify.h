@@ -26,8 +26,8 @@ typedef struct {
 } ktune_verify_opts;
 
 /* Re-measures every committed entry of the worker's device (verified first), each interleaved
- * with a reference measured in the same request (the family default, or the entry's first
- * runner-up when it is the default), in a shuffled order. An entry that looks slower than its
+ * with the configs of its final round that the table names (the family default, the runner-ups)
+ * in one request, in a shuffled order; their median ratio to their records is the reference. An entry that looks slower than its
  * record by more than the threshold is measured again opts->repeats times; it fails only when
  * the slowdown holds in every repeat beyond the noise measured there. With opts->against, this
  * build's configs (or kernels) are compared with the other's instead, under the same rule.
