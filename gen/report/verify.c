@@ -326,6 +326,8 @@ static int build_revision(const ktune_verify_opts *o, const char *family, char *
                           size_t size, ktune_err *err)
 {
     const char *rev = o->against;
+    if (rev[0] == '/' || rev[0] == '.')
+        return ktune_fail(err, "--against %s: no such registry or worker", rev);
     if (!rev[0] || rev[0] == '-' || strlen(rev) > 100 ||
         strspn(rev, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._~^/-") !=
             strlen(rev))
