@@ -63,9 +63,8 @@ static int final_round(const ktune_sweep_opts *o, ktune_worker *w, const int64_t
     for (int i = 0; i < n; i++)
         remeasure += picks[i].remeasured;
     /* Two interleaved rounds: the first ranks, the second times. A time taken by the round that
-     * picked the fastest of several is biased low (the winner is the one the noise favoured, by
-     * 7 to 27% for kernels of 1.5 to 4 us on an H100), and a record so taken is one that every
-     * later measurement, verify's included, finds slower. */
+     * picked the fastest of several is biased low (the winner is the one the noise favoured), and
+     * a record so taken is one that later measurements, verify's included, find slower. */
     for (int round = 0; round < 2 && remeasure > 0; round++) {
         const char *names[KTUNE_FINAL_MAX_PICKS];
         int at[KTUNE_FINAL_MAX_PICKS], nnames = 0;
