@@ -55,14 +55,14 @@ typedef struct {
     ktune_worker *w, *other; /* other: another build's worker, or NULL */
     FILE *out;
     int slower, broken, suspects, agree, measured;
-    double worst, worst_spread;
-    double *spreads;
+    double worst;    /* the ratio farthest from 1 of a first measurement */
+    double *spreads; /* the last 4096 spreads measured (a ring) */
     int nspreads;
     char worst_key[256];
 } verify_state;
 
-/* The reference an entry is measured with: the default, or its first runner-up when it is the
- * default; with its recorded time. NULL: none. */
+/* The first partner an entry is measured with: the default, or its first runner-up when it is the
+ * default; with its recorded time. NULL: none (compare_once adds the other runner-ups). */
 static const char *reference_of(const ktune_space *s, const ktune_entry *e, const int64_t *limits,
                                 double *recorded)
 {
