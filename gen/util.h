@@ -47,4 +47,7 @@ int ktune_parse_int(const char *s, int64_t *out);
 /* A finite decimal number: -?digits[.digits][e[+-]digits]; no hex, inf or nan. */
 int ktune_parse_double(const char *s, double *out);
 
+/* Seconds on CLOCK_MONOTONIC. */
+double ktune_now_s(void);
+
 #endif

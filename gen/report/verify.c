@@ -233,6 +233,21 @@ static void shuffled(int n, unsigned seed, int *order)
     }
 }
 
+/* An entry the worker found wrong, failed or could not measure. */
+static int report_failed(verify_state *v, const char *key, const ktune_entry *e, const char *why)
+{
+    fprintf(v->out, "%-36s %-40s FAILED: %s\n", key, e->config, why);
+    v->broken++;
+    return 0;
+}
+
+/* Whether a comparison shows a slowdown that counts: beyond the threshold, and relative to the
+ * reference beyond the threshold and the noise. */
+static int slower_beyond_noise(const comparison *c, double limit)
+{
+    return slowdown(c) > limit && held_slowdown(c) > limit + noise(c);
+}
+
 static int verify_entry(verify_state *v, const ktune_entry *e, const ktune_registry *against_reg,
                         const int64_t *limits, ktune_err *err)
 {
@@ -254,11 +269,8 @@ static int verify_entry(verify_state *v, const ktune_entry *e, const ktune_regis
                           err);
     if (rc < 0)
         return -1;
-    if (rc > 0) {
-        fprintf(v->out, "%-36s %-40s FAILED: %s\n", key, e->config, why);
-        v->broken++;
-        return 0;
-    }
+    if (rc > 0)
+        return report_failed(v, key, e, why);
     v->measured++;
     const double first = slowdown(&c);
     v->agree += fabs(first - 1) <= KTUNE_AGREE;
@@ -269,7 +281,7 @@ static int verify_entry(verify_state *v, const ktune_entry *e, const ktune_regis
     /* an entry that looks slower: measured again, the order alternating; it fails only when the
      * slowdown holds beyond the noise every time, also relative to the reference */
     const double limit = 1 + v->o->threshold;
-    int holds = first > limit && held_slowdown(&c) > limit + noise(&c);
+    int holds = slower_beyond_noise(&c, limit);
     double least = held_slowdown(&c), most_noise = noise(&c);
     if (first > limit) {
         v->suspects++;
@@ -279,14 +291,11 @@ static int verify_entry(verify_state *v, const ktune_entry *e, const ktune_regis
                               sizeof why, err);
             if (rc < 0)
                 return -1;
-            if (rc > 0) {
-                fprintf(v->out, "%-36s %-40s FAILED: %s\n", key, e->config, why);
-                v->broken++;
-                return 0;
-            }
+            if (rc > 0)
+                return report_failed(v, key, e, why);
             least = fmin(least, held_slowdown(&again));
             most_noise = fmax(most_noise, noise(&again));
-            holds = slowdown(&again) > limit && held_slowdown(&again) > limit + noise(&again);
+            holds = slower_beyond_noise(&again, limit);
         }
     }
     v->slower += holds;

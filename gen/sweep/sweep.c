@@ -22,13 +22,6 @@
 
 typedef ktune_sweep_trial trial;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 void ktune_limits_from(const ktune_hello *d, int64_t *limits)
 {
     int i = 0;
@@ -239,7 +232,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     int *order = NULL;
     ktune_final_row *done_rows = NULL;
     int ndone_rows = 0;
-    double start = now_s();
+    double start = ktune_now_s();
     char path[4096], log_path[4096];
     /* the worker starts before anything is written: no device, no run folder */
     ktune_worker_opts wopts = o->worker;
@@ -313,18 +306,18 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                 (int)(i / (size_t)s->nconfigs) % o->shards == o->shard &&
                 ktune_space_valid(s, &s->configs[i % (size_t)s->nconfigs],
                                   s->shapes[i / (size_t)s->nconfigs].key, limits);
-    double measure_start = now_s();
+    double measure_start = ktune_now_s();
     int budget_spent = 0;
     for (int si = 0; si < s->nshapes && !interrupted && !budget_spent; si++) {
         if (si % o->shards != o->shard)
             continue;
-        if (o->run_budget_s > 0 && now_s() - start > o->run_budget_s) {
+        if (o->run_budget_s > 0 && ktune_now_s() - start > o->run_budget_s) {
             budget_spent = 1;
             break;
         }
         if (si + o->shards >= s->nshapes) /* the last shape: the state at the end, meanwhile */
             state_query = ktune_gpu_state_query(o->worker.device);
-        double shape_start = now_s();
+        double shape_start = ktune_now_s();
         const int64_t *key = s->shapes[si].key;
         trial *row = &trials[(size_t)si * (size_t)s->nconfigs];
         char keytext[256];
@@ -335,13 +328,13 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
         int oi = 0;
         while (oi < s->nconfigs && !interrupted) {
             if ((o->patience > 0 && since_best >= o->patience) ||
-                (o->shape_budget_s > 0 && now_s() - shape_start > o->shape_budget_s)) {
+                (o->shape_budget_s > 0 && ktune_now_s() - shape_start > o->shape_budget_s)) {
                 for (; oi < s->nconfigs; oi++)
                     skipped += row[order[oi]].status == KTUNE_TRIAL_NONE;
                 break;
             }
             /* a window of the order (search.h) */
-            const int cap = ktune_search_cap(o->shape_budget_s, now_s() - shape_start,
+            const int cap = ktune_search_cap(o->shape_budget_s, ktune_now_s() - shape_start,
                                              shape_measured);
             int todo_configs[KTUNE_SCREEN_BATCH], ntodo = 0;
             const int end = ktune_search_window(s, key, limits, row, order, oi, cap,
@@ -403,7 +396,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
             goto cleanup;
         if (!interrupted)
             spent_update(&w, &spent, &interrupted);
-        double elapsed = now_s() - measure_start;
+        double elapsed = ktune_now_s() - measure_start;
         double eta = measured > 0 ? elapsed / measured * (todo - measured) : -1;
         progress(tty, si + 1, s->nshapes, keytext, best >= 0 ? s->configs[best].name : "-",
                  best >= 0 ? row[best].us : 0, eta);
@@ -444,9 +437,9 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                                     : "",
                      counts[KTUNE_TRIAL_OK],
                      counts[KTUNE_TRIAL_INVALID], counts[KTUNE_TRIAL_WRONG], counts[KTUNE_TRIAL_FAILED], counts[KTUNE_TRIAL_TIMEOUT],
-                     skipped, w.restarts, now_s() - start, tuned ? exp(log_gain / tuned) : 1.0);
+                     skipped, w.restarts, ktune_now_s() - start, tuned ? exp(log_gain / tuned) : 1.0);
     if (spent.answered) {
-        const double wall = now_s() - start;
+        const double wall = ktune_now_s() - start;
         const ktune_stats_answer *t = &spent.total;
         const double in_worker = t->busy - t->timed - t->warmup - t->prepare - t->check - t->flush;
         ktune_buf_printf(&summary,

@@ -17,13 +17,6 @@
 
 volatile sig_atomic_t ktune_interrupted;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static void describe_exit(int status, char *out, size_t size)
 {
     if (WIFSIGNALED(status))
@@ -38,7 +31,7 @@ static void describe_exit(int status, char *out, size_t size)
 /* Reads one line within timeout_s: 1 line, 0 EOF, -1 timeout, -2 interrupted. */
 static int read_line(ktune_worker *w, double timeout_s, char *line, size_t size)
 {
-    double deadline = now_s() + timeout_s;
+    double deadline = ktune_now_s() + timeout_s;
     for (;;) {
         char *nl = memchr(w->buf, '\n', w->len);
         if (nl) {
@@ -50,7 +43,7 @@ static int read_line(ktune_worker *w, double timeout_s, char *line, size_t size)
         }
         if (ktune_interrupted)
             return -2;
-        double left = deadline - now_s();
+        double left = deadline - ktune_now_s();
         if (left <= 0)
             return -1;
         /* spinning, not asleep in poll: the GPU waits from the answer until the next request,
@@ -94,7 +87,7 @@ static void reap(ktune_worker *w, int kill_first, char *how, size_t size)
 static int spawn(ktune_worker *w, ktune_err *err)
 {
     int in[2], out[2];
-    const double t0 = now_s();
+    const double t0 = ktune_now_s();
     if (pipe(in) != 0 || pipe(out) != 0)
         return ktune_fail(err, "pipe: %s", strerror(errno));
     char samples[32], min_us[32], screen[32], screen_us[32], cut[32], warm_us[32], dev[32];
@@ -148,7 +141,7 @@ static int spawn(ktune_worker *w, ktune_err *err)
         ktune_fail(err, "%s: %s", w->opts.program, why);
         return hello == 1 ? KTUNE_WORKER_NO_DEVICE : -1;
     }
-    w->start_s += now_s() - t0;
+    w->start_s += ktune_now_s() - t0;
     return 0;
 }
 
@@ -187,7 +180,7 @@ int ktune_worker_post(ktune_worker *w, const ktune_request *r, ktune_err *err)
                               w->device.name, name);
     }
     w->sent = write(w->to_fd, msg, (size_t)n) == n;
-    w->sent_at = now_s();
+    w->sent_at = ktune_now_s();
     w->posted = r->kind;
     w->posted_configs = r->nconfigs;
     return 0;
@@ -197,7 +190,7 @@ void ktune_worker_collect(ktune_worker *w, double timeout_s, ktune_answer *a,
                           ktune_reply_kind *kind)
 {
     char reply[KTUNE_PROTOCOL_LINE];
-    int r = w->sent ? read_line(w, w->sent_at + timeout_s - now_s(), reply, sizeof reply) : 0;
+    int r = w->sent ? read_line(w, w->sent_at + timeout_s - ktune_now_s(), reply, sizeof reply) : 0;
     w->sent = 0;
     if (r == 1) {
         ktune_answer_parse(reply, w->posted, w->posted_configs, a);
