@@ -1,0 +1,296 @@
+/* The wgmma variant (sm_90a): the warp-specialized tensor-core GEMM of the matmul family's wgmma
+ * variant (kernels/matmul/matmul_wgmma.cuh, whose TMA, barrier and descriptor wrappers it uses)
+ * on 8-bit operands: wgmma's k32 instructions, four to a 128-byte swizzled row (128 k), int8 into
+ * int32 accumulators (exact) or fp8 e4m3 into fp32. The epilogue scales each accumulator by its
+ * row's scale of A and its column's scale of W, adds the bias and stores bf16 or f16 from
+ * registers.
+ *
+ * Persistent blocks of CONSUMERS + 1 warpgroups take BM x BN tiles of C in grouped order;
+ * warpgroup 0 produces (TMA copies of 128-wide k slices of A and W into a STAGES-deep ring), the
+ * consumers multiply, each over BM / CONSUMERS rows. Tails in m, n and k: TMA fills parts of a box
+ * outside the matrix with zeros; the stores skip them. TMA needs 16-byte aligned rows: k % 16 ==
+ * 0 and 16-byte aligned A and W (the family's rules). */
+#pragma once
+
+#include <cudaTypedefs.h> /* PFN_cuTensorMapEncodeTiled */
+
+#include "../matmul/matmul_wgmma.cuh"
+#include "qmatmul_common.cuh"
+
+namespace ktune_qmatmul_impl {
+
+using namespace ktune_matmul_impl;
+
+constexpr int QWGMMA_BK = 128; /* a k slice: one 128-byte swizzled row of 8-bit elements */
+
+template <int BM, int BN, int STAGES> constexpr size_t qwgmma_smem_bytes()
+{
+    /* the ring, two barriers a stage, and slack to align the ring to 1024 bytes */
+    return (size_t)STAGES * (BM + BN) * QWGMMA_BK + (size_t)STAGES * 2 * 8 + 1024;
+}
+
+#define KTUNE_QWGMMA_R8 "%0, %1, %2, %3"
+#define KTUNE_QWGMMA_R16 KTUNE_QWGMMA_R8 ", %4, %5, %6, %7"
+#define KTUNE_QWGMMA_R32 KTUNE_QWGMMA_R16 ", %8, %9, %10, %11, %12, %13, %14, %15"
+#define KTUNE_QWGMMA_R64                                                                           \
+    KTUNE_QWGMMA_R32 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "    \
+                     "%30, %31"
+#define KTUNE_QWGMMA_R128                                                                          \
+    KTUNE_QWGMMA_R64 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "    \
+                     "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, " \
+                     "%61, %62, %63"
+#define KTUNE_QWGMMA_R256                                                                          \
+    KTUNE_QWGMMA_R128 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, "   \
+                      "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "     \
+                      "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, "     \
+                      "%105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, "   \
+                      "%117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define KTUNE_QWGMMA_V4(C, i) C(d[i]), C(d[i + 1]), C(d[i + 2]), C(d[i + 3])
+#define KTUNE_QWGMMA_V8(C, i) KTUNE_QWGMMA_V4(C, i), KTUNE_QWGMMA_V4(C, i + 4)
+#define KTUNE_QWGMMA_V32(C, i)                                                                     \
+    KTUNE_QWGMMA_V8(C, i), KTUNE_QWGMMA_V8(C, i + 8), KTUNE_QWGMMA_V8(C, i + 16),                  \
+        KTUNE_QWGMMA_V8(C, i + 24)
+/* the N / 2 accumulators of an m64nN multiply, each bound with constraint C */
+#define KTUNE_QWGMMA_D64(C) KTUNE_QWGMMA_V32(C, 0)
+#define KTUNE_QWGMMA_D128(C) KTUNE_QWGMMA_V32(C, 0), KTUNE_QWGMMA_V32(C, 32)
+#define KTUNE_QWGMMA_D256(C)                                                                       \
+    KTUNE_QWGMMA_V32(C, 0), KTUNE_QWGMMA_V32(C, 32), KTUNE_QWGMMA_V32(C, 64),                     \
+        KTUNE_QWGMMA_V32(C, 96)
+#define KTUNE_QWGMMA_INT(x) "+r"(x)
+#define KTUNE_QWGMMA_FLOAT(x) "+f"(x)
+/* d (64 x N) += a (64 x 32) * b (N x 32)^T on descriptors; A, B, S the operand numbers of da, db
+ * and the scale-d flag. int8: no operand scales; e4m3: both 1. */
+#define KTUNE_QWGMMA_S8(N, A, B, S)                                                                \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #S ", 0;\n"                                  \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k32.s32.s8.s8 {" KTUNE_QWGMMA_R##N       \
+                 "}, %" #A ", %" #B ", p;\n}\n"                                                    \
+                 : KTUNE_QWGMMA_D##N(KTUNE_QWGMMA_INT)                                             \
+                 : "l"(da), "l"(db), "n"(1))
+#define KTUNE_QWGMMA_E4M3(N, A, B, S)                                                              \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #S ", 0;\n"                                  \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 {" KTUNE_QWGMMA_R##N   \
+                 "}, %" #A ", %" #B ", p, 1, 1;\n}\n"                                              \
+                 : KTUNE_QWGMMA_D##N(KTUNE_QWGMMA_FLOAT)                                           \
+                 : "l"(da), "l"(db), "n"(1))
+
+/* One warpgroup's d (64 x N) += a b^T over a 32-wide k step; both tiles K-major in shared memory,
+ * the fragment laid out as wgmma_m64k16's (ktune_matmul_impl). */
+template <typename Q, int N>
+__device__ __forceinline__ void wgmma_m64k32(typename accumulator<Q>::type (&d)[N / 2], uint64_t da,
+                                             uint64_t db)
+{
+#ifdef KTUNE_WGMMA_DEVICE
+    if constexpr (std::is_same<Q, int8_t>::value) {
+        if constexpr (N == 64)
+            KTUNE_QWGMMA_S8(64, 32, 33, 34);
+        else if constexpr (N == 128)
+            KTUNE_QWGMMA_S8(128, 64, 65, 66);
+        else {
+            static_assert(N == 256, "N of 64, 128 or 256");
+            KTUNE_QWGMMA_S8(256, 128, 129, 130);
+        }
+    } else {
+        if constexpr (N == 64)
+            KTUNE_QWGMMA_E4M3(64, 32, 33, 34);
+        else if constexpr (N == 128)
+            KTUNE_QWGMMA_E4M3(128, 64, 65, 66);
+        else {
+            static_assert(N == 256, "N of 64, 128 or 256");
+            KTUNE_QWGMMA_E4M3(256, 128, 129, 130);
+        }
+    }
+#else
+    (void)d, (void)da, (void)db;
+#endif
+}
+
+#undef KTUNE_QWGMMA_E4M3
+#undef KTUNE_QWGMMA_S8
+#undef KTUNE_QWGMMA_FLOAT
+#undef KTUNE_QWGMMA_INT
+#undef KTUNE_QWGMMA_D256
+#undef KTUNE_QWGMMA_D128
+#undef KTUNE_QWGMMA_D64
+#undef KTUNE_QWGMMA_V32
+#undef KTUNE_QWGMMA_V8
+#undef KTUNE_QWGMMA_V4
+#undef KTUNE_QWGMMA_R256
+#undef KTUNE_QWGMMA_R128
+#undef KTUNE_QWGMMA_R64
+#undef KTUNE_QWGMMA_R32
+#undef KTUNE_QWGMMA_R16
+#undef KTUNE_QWGMMA_R8
+
+/* Keeps the compiler from moving accesses of an accumulator across the asynchronous multiplies. */
+template <typename A, int R> __device__ __forceinline__ void qfence_registers(A (&d)[R])
+{
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        if constexpr (std::is_same<A, int32_t>::value)
+            asm volatile("" : "+r"(d[i])::"memory");
+        else
+            asm volatile("" : "+f"(d[i])::"memory");
+    }
+}
+
+template <typename Q, typename O, int BM, int BN, int CONSUMERS, int STAGES>
+__global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
+    qwgmma_kernel(const __grid_constant__ CUtensorMap map_a,
+                  const __grid_constant__ CUtensorMap map_w, O *__restrict__ c, int m, int n, int k,
+                  ktune_qmatmul_epilogue ep)
+{
+    using acc_t = typename accumulator<Q>::type;
+    constexpr int WM = BM / CONSUMERS, FM = WM / 64; /* a consumer's rows, in 64-row pieces */
+    static_assert(WM % 64 == 0 && FM * BN / 2 <= 128, "64-row pieces, at most 128 accumulators");
+    static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
+#ifdef KTUNE_WGMMA_DEVICE
+    constexpr uint32_t A_BYTES = BM * QWGMMA_BK, W_BYTES = BN * QWGMMA_BK;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char *const smem = smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024;
+    unsigned char *const ring_a = smem, *const ring_w = smem + STAGES * A_BYTES;
+    uint64_t *const full = reinterpret_cast<uint64_t *>(smem + STAGES * (A_BYTES + W_BYTES));
+    uint64_t *const empty = full + STAGES;
+
+    const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN, tiles = tiles_m * tiles_n;
+    const int ktiles = (k + QWGMMA_BK - 1) / QWGMMA_BK;
+    const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            barrier_init(&full[s], 1);
+            barrier_init(&empty[s], CONSUMERS);
+        }
+        barrier_init_fence();
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) {
+        if constexpr (CONSUMERS > 1)
+            registers_lower<40>();
+        if (tid == 0) {
+            int s = 0, phase = 0;
+            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                int tm, tn;
+                grouped_tile(tile, tiles_m, tiles_n, tm, tn);
+                for (int kt = 0; kt < ktiles; kt++) {
+                    barrier_wait(&empty[s], phase ^ 1);
+                    barrier_expect(&full[s], A_BYTES + W_BYTES);
+                    tma_load(ring_a + s * A_BYTES, &map_a, kt * QWGMMA_BK, tm * BM, &full[s]);
+                    tma_load(ring_w + s * W_BYTES, &map_w, kt * QWGMMA_BK, tn * BN, &full[s]);
+                    ring_next<STAGES>(s, phase);
+                }
+            }
+        }
+        return;
+    }
+
+    if constexpr (CONSUMERS > 1)
+        registers_raise<232>();
+    const int consumer = warpgroup - 1;
+    const int warp = tid / 32, lane = tid % 32;
+    acc_t d[FM][BN / 2];
+    int s = 0, phase = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+#pragma unroll
+        for (int f = 0; f < FM; f++)
+#pragma unroll
+            for (int i = 0; i < BN / 2; i++)
+                d[f][i] = 0;
+        int released = -1;
+        for (int kt = 0; kt < ktiles; kt++) {
+            barrier_wait(&full[s], phase);
+            const uint32_t a_tile = smem_addr(ring_a + s * A_BYTES) + consumer * WM * 128,
+                           b_tile = smem_addr(ring_w + s * W_BYTES);
+#pragma unroll
+            for (int f = 0; f < FM; f++)
+                qfence_registers(d[f]);
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < QWGMMA_BK / 32; kk++)
+#pragma unroll
+                for (int f = 0; f < FM; f++)
+                    wgmma_m64k32<Q, BN>(d[f], wgmma_desc(a_tile + f * 64 * 128 + kk * 32),
+                                        wgmma_desc(b_tile + kk * 32));
+            wgmma_commit();
+#pragma unroll
+            for (int f = 0; f < FM; f++)
+                qfence_registers(d[f]);
+            wgmma_wait<1>();
+            if (released >= 0 && tid == 0)
+                barrier_arrive(&empty[released]);
+            released = s;
+            ring_next<STAGES>(s, phase);
+        }
+        wgmma_wait<0>();
+#pragma unroll
+        for (int f = 0; f < FM; f++)
+            qfence_registers(d[f]);
+        if (tid == 0)
+            barrier_arrive(&empty[released]);
+
+        int tm, tn;
+        grouped_tile(tile, tiles_m, tiles_n, tm, tn);
+        const int64_t row0 = (int64_t)tm * BM + consumer * WM, col0 = (int64_t)tn * BN;
+#pragma unroll
+        for (int f = 0; f < FM; f++) {
+            const int64_t row = row0 + f * 64 + warp * 16 + lane / 4;
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++) {
+                const int64_t col = col0 + j * 8 + 2 * (lane % 4);
+                store_one<O>(c, row, col, m, n, (float)d[f][4 * j], ep);
+                store_one<O>(c, row, col + 1, m, n, (float)d[f][4 * j + 1], ep);
+                store_one<O>(c, row + 8, col, m, n, (float)d[f][4 * j + 2], ep);
+                store_one<O>(c, row + 8, col + 1, m, n, (float)d[f][4 * j + 3], ep);
+            }
+        }
+    }
+#else
+    (void)map_a, (void)map_w, (void)c, (void)m, (void)n, (void)k, (void)ep;
+#endif
+}
+
+/* A TMA map of a row-major rows x cols matrix of bytes, boxes of box_rows x 128 in 128-byte
+ * swizzle. False where TMA cannot address it. */
+inline bool byte_tensor_map(CUtensorMap *map, const void *base, int64_t rows, int64_t cols,
+                            int box_rows)
+{
+    const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+    if (!encode || (uintptr_t)base % 16 != 0 || cols % 16 != 0)
+        return false;
+    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+    const cuuint64_t strides[1] = {(cuuint64_t)cols};
+    const cuuint32_t box[2] = {QWGMMA_BK, (cuuint32_t)box_rows};
+    const cuuint32_t unit[2] = {1, 1};
+    return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(base), dims, strides,
+                  box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <int BM, int BN, int CONSUMERS, int STAGES> struct qwgmma_launcher {
+    template <typename Q, typename O>
+    static cudaError_t run(const void *a, const void *w, void *c, int64_t m, int64_t n, int64_t k,
+                           const ktune_qmatmul_epilogue &ep, cudaStream_t s)
+    {
+        if (!KTUNE_SM90A) /* the kernel has no code in this build */
+            return cudaErrorNotSupported;
+        const int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
+        if (tiles > INT32_MAX)
+            return cudaErrorInvalidValue;
+        CUtensorMap map_a, map_w;
+        if (!byte_tensor_map(&map_a, a, m, k, BM) || !byte_tensor_map(&map_w, w, n, k, BN))
+            return cudaErrorInvalidValue;
+        constexpr auto kernel = qwgmma_kernel<Q, O, BM, BN, CONSUMERS, STAGES>;
+        const dim3 block((CONSUMERS + 1) * 128);
+        constexpr size_t smem = qwgmma_smem_bytes<BM, BN, STAGES>();
+        unsigned grid;
+        const cudaError_t e =
+            ktune_launch::persistent_grid<kernel>(block, dim3(1, 1, 1), smem, tiles, &grid);
+        if (e != cudaSuccess)
+            return e;
+        return ktune_launch::launch(kernel, dim3(grid), block, dim3(1, 1, 1), smem, s, map_a, map_w,
+                                    (O *)c, (int)m, (int)n, (int)k, ep);
+    }
+};
+
+} // namespace ktune_qmatmul_impl
