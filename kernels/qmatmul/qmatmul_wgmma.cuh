@@ -1,7 +1,8 @@
 /* The wgmma variant (sm_90a): the warp-specialized tensor-core GEMM of the matmul family's wgmma
  * variant (kernels/matmul/matmul_wgmma.cuh, whose TMA, barrier and descriptor wrappers it uses)
  * on 8-bit operands: wgmma's k32 instructions, four to a 128-byte swizzled row (128 k), int8 into
- * int32 accumulators (exact) or fp8 e4m3 into fp32. The epilogue scales each accumulator by its
+ * int32 accumulators (exact) or fp8 e4m3 into fp32, each 128-k slice's fp8 sums added into fp32
+ * totals by the consumer (at most 64 accumulators of each a thread). The epilogue scales each accumulator by its
  * row's scale of A and its column's scale of W, adds the bias and stores bf16 or f16 from
  * registers.
  *
@@ -189,13 +190,20 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     const int consumer = warpgroup - 1;
     const int warp = tid / 32, lane = tid % 32;
     acc_t d[FM][BN / 2];
+    /* fp8: the tensor cores keep fewer bits of a sum than fp32 does, so each slice's sums (128
+     * k) are added into fp32 accumulators here, as cuBLASLt does unless told to accumulate fast */
+    constexpr bool PROMOTE = !std::is_same<Q, int8_t>::value;
+    float total[PROMOTE ? FM : 1][PROMOTE ? BN / 2 : 1];
     int s = 0, phase = 0;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
 #pragma unroll
         for (int f = 0; f < FM; f++)
 #pragma unroll
-            for (int i = 0; i < BN / 2; i++)
+            for (int i = 0; i < BN / 2; i++) {
                 d[f][i] = 0;
+                if constexpr (PROMOTE)
+                    total[f][i] = 0.f;
+            }
         int released = -1;
         for (int kt = 0; kt < ktiles; kt++) {
             barrier_wait(&full[s], phase);
@@ -215,7 +223,20 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 #pragma unroll
             for (int f = 0; f < FM; f++)
                 qfence_registers(d[f]);
-            wgmma_wait<1>();
+            if constexpr (PROMOTE) {
+                wgmma_wait<0>();
+#pragma unroll
+                for (int f = 0; f < FM; f++) {
+                    qfence_registers(d[f]);
+#pragma unroll
+                    for (int i = 0; i < BN / 2; i++) {
+                        total[f][i] += d[f][i];
+                        d[f][i] = 0.f;
+                    }
+                }
+            } else {
+                wgmma_wait<1>();
+            }
             if (released >= 0 && tid == 0)
                 barrier_arrive(&empty[released]);
             released = s;
@@ -237,10 +258,17 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 #pragma unroll
             for (int j = 0; j < BN / 8; j++) {
                 const int64_t col = col0 + j * 8 + 2 * (lane % 4);
-                store_one<O>(c, row, col, m, n, (float)d[f][4 * j], ep);
-                store_one<O>(c, row, col + 1, m, n, (float)d[f][4 * j + 1], ep);
-                store_one<O>(c, row + 8, col, m, n, (float)d[f][4 * j + 2], ep);
-                store_one<O>(c, row + 8, col + 1, m, n, (float)d[f][4 * j + 3], ep);
+                float v[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    if constexpr (PROMOTE)
+                        v[i] = total[f][4 * j + i];
+                    else
+                        v[i] = (float)d[f][4 * j + i];
+                store_one<O>(c, row, col, m, n, v[0], ep);
+                store_one<O>(c, row, col + 1, m, n, v[1], ep);
+                store_one<O>(c, row + 8, col, m, n, v[2], ep);
+                store_one<O>(c, row + 8, col + 1, m, n, v[3], ep);
             }
         }
     }
@@ -274,6 +302,18 @@ template <int BM, int BN, int CONSUMERS, int STAGES> struct qwgmma_launcher {
     {
         if (!KTUNE_SM90A) /* the kernel has no code in this build */
             return cudaErrorNotSupported;
+        /* fp8 holds a second set of accumulators (the fp32 totals): at most 64 of each a thread
+         * (the kernel is not even compiled beyond) */
+        if constexpr (!std::is_same<Q, int8_t>::value && BM / CONSUMERS / 64 * BN > 128)
+            return cudaErrorNotSupported;
+        else
+            return launch<Q, O>(a, w, c, m, n, k, ep, s);
+    }
+
+    template <typename Q, typename O>
+    static cudaError_t launch(const void *a, const void *w, void *c, int64_t m, int64_t n,
+                              int64_t k, const ktune_qmatmul_epilogue &ep, cudaStream_t s)
+    {
         const int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
         if (tiles > INT32_MAX)
             return cudaErrorInvalidValue;
