@@ -173,7 +173,7 @@ int main()
                             {KTUNE_INT8, KTUNE_BF16, 0, 1, 1, 1},
                             {KTUNE_FP8_E4M3, KTUNE_F16, 0, 0, 1, 0},
                             {KTUNE_FP8_E4M3, KTUNE_BF16, 0, 1, 0, 1}};
-    long long checked = 0, failures = 0;
+    long long checked = 0, failures = 0, refused = 0;
     for (const auto &cs : cases)
         for (const auto &sh : shapes) {
             problem p;
@@ -200,6 +200,11 @@ int main()
                 CHECK(cudaMemset(p.c, 0xff, (size_t)(p.m * p.n) * 2));
                 cudaError_t e = ((ktune__qmatmul_launch_t *)in->launch)(p.a, p.w, p.c, p.m, p.n,
                                                                        p.k, p.qdtype, &ep, 0);
+                if (e == cudaErrorNotSupported && p.qdtype == KTUNE_FP8_E4M3 &&
+                    strncmp(in->name, "wgmma_", 6) == 0) {
+                    refused++; /* fp8 tiles beyond 64 accumulators a thread (qmatmul_wgmma.cuh) */
+                    continue;
+                }
                 if (e == cudaSuccess)
                     e = cudaDeviceSynchronize();
                 int64_t first = -1;
@@ -235,8 +240,9 @@ int main()
             }
             problem_free(p);
         }
-    printf("%lld checks of %d candidate configs and ktune_qmatmul, %lld failures\n", checked,
-           ktune__qmatmul_candidates_count, failures);
+    printf("%lld checks of %d candidate configs and ktune_qmatmul, %lld failures; %lld fp8 launches "
+           "of wgmma tiles refused as documented\n",
+           checked, ktune__qmatmul_candidates_count, failures, refused);
 
     ktune_choice c;
     int ok = ktune_qmatmul_explain(1, 4096, 4096, KTUNE_INT8, &c) == KTUNE_OK;
