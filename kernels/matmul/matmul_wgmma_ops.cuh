@@ -130,13 +130,20 @@ __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], uint64_t da, uin
 #undef KTUNE_WGMMA_R16
 #undef KTUNE_WGMMA_R8
 
-/* Keeps the compiler from moving reads or writes of an accumulator across the asynchronous
- * multiplies (which it cannot see use the registers). */
-template <int R> __device__ __forceinline__ void wgmma_fence_registers(float (&d)[R])
+/* Keeps the compiler from moving reads or writes of an accumulator (fp32, or int32 for 8-bit
+ * integer multiplies) across the asynchronous multiplies (which it cannot see use the
+ * registers). */
+template <typename A, int R> __device__ __forceinline__ void wgmma_fence_registers(A (&d)[R])
 {
+    static_assert(std::is_same<A, float>::value || std::is_same<A, int32_t>::value,
+                  "fp32 or int32 accumulators");
 #pragma unroll
-    for (int i = 0; i < R; i++)
-        asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < R; i++) {
+        if constexpr (std::is_same<A, int32_t>::value)
+            asm volatile("" : "+r"(d[i])::"memory");
+        else
+            asm volatile("" : "+f"(d[i])::"memory");
+    }
 }
 
 #ifdef KTUNE_WGMMA_DEVICE

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "cublas_status.cuh"
 #include "matmul_instance.cuh"
 #include "worker.h"
 #include "worker_check.cuh"
@@ -64,15 +65,7 @@ cublasStatus_t gemm(int set, void *out, cudaDataType_t out_type)
                         CUBLAS_GEMM_DEFAULT);
 }
 
-cudaError_t from_cublas(cublasStatus_t s)
-{
-    if (s == CUBLAS_STATUS_SUCCESS)
-        return cudaSuccess;
-    if (s == CUBLAS_STATUS_ALLOC_FAILED)
-        return cudaErrorMemoryAllocation;
-    cudaError_t e = cudaGetLastError();
-    return e != cudaSuccess ? e : cudaErrorUnknown;
-}
+using ktune_common::from_cublas;
 
 cudaError_t ensure_cublas(cudaStream_t stream)
 {

@@ -122,18 +122,6 @@ __device__ __forceinline__ void wgmma_m64k32(typename accumulator<Q>::type (&d)[
 #undef KTUNE_QWGMMA_R16
 #undef KTUNE_QWGMMA_R8
 
-/* Keeps the compiler from moving accesses of an accumulator across the asynchronous multiplies. */
-template <typename A, int R> __device__ __forceinline__ void qfence_registers(A (&d)[R])
-{
-#pragma unroll
-    for (int i = 0; i < R; i++) {
-        if constexpr (std::is_same<A, int32_t>::value)
-            asm volatile("" : "+r"(d[i])::"memory");
-        else
-            asm volatile("" : "+f"(d[i])::"memory");
-    }
-}
-
 template <typename Q, typename O, int BM, int BN, int CONSUMERS, int STAGES>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     qwgmma_kernel(const __grid_constant__ CUtensorMap map_a,
@@ -211,7 +199,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                            b_tile = smem_addr(ring_w + s * W_BYTES);
 #pragma unroll
             for (int f = 0; f < FM; f++)
-                qfence_registers(d[f]);
+                wgmma_fence_registers(d[f]);
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < QWGMMA_BK / 32; kk++)
@@ -222,12 +210,12 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             wgmma_commit();
 #pragma unroll
             for (int f = 0; f < FM; f++)
-                qfence_registers(d[f]);
+                wgmma_fence_registers(d[f]);
             if constexpr (PROMOTE) {
                 wgmma_wait<0>();
 #pragma unroll
                 for (int f = 0; f < FM; f++) {
-                    qfence_registers(d[f]);
+                    wgmma_fence_registers(d[f]);
 #pragma unroll
                     for (int i = 0; i < BN / 2; i++) {
                         total[f][i] += d[f][i];
@@ -245,7 +233,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         wgmma_wait<0>();
 #pragma unroll
         for (int f = 0; f < FM; f++)
-            qfence_registers(d[f]);
+            wgmma_fence_registers(d[f]);
         if (tid == 0)
             barrier_arrive(&empty[released]);
 

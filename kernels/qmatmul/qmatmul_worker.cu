@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "cublas_status.cuh"
 #include "qmatmul_instance.cuh"
 #include "worker.h"
 #include "worker_check.cuh"
@@ -42,15 +43,7 @@ struct state {
 
 cublasHandle_t handle;
 
-cudaError_t from_cublas(cublasStatus_t s)
-{
-    if (s == CUBLAS_STATUS_SUCCESS)
-        return cudaSuccess;
-    if (s == CUBLAS_STATUS_ALLOC_FAILED)
-        return cudaErrorMemoryAllocation;
-    cudaError_t e = cudaGetLastError();
-    return e != cudaSuccess ? e : cudaErrorUnknown;
-}
+using ktune_common::from_cublas;
 
 /* x as fp32, n elements. */
 template <typename Q> __global__ void widen(const Q *x, float *y, int64_t n)
