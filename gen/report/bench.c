@@ -76,7 +76,13 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
     ktune_registry reg;
     ktune_buf csv = {0};
     int rc = -1;
-    char path[4096], vendor[64] = "";
+    char path[4096];
+    /* the vendor paths seen, in order of first appearance, and the log of tuned's speedup over
+     * each, summed over the shapes it ran */
+    char vendor[KTUNE_PLOT_MAX_VENDORS][32];
+    const char *vendor_names[KTUNE_PLOT_MAX_VENDORS];
+    double log_vendor[KTUNE_PLOT_MAX_VENDORS] = {0};
+    int vendor_shapes[KTUNE_PLOT_MAX_VENDORS] = {0}, nvendors = 0;
     if (s->nvariants > 64)
         return ktune_fail(err, "bench: %s has more than 64 variants", s->family);
     int opened = ktune_open_device_registry(s, registry_dir, wopts, &w, &reg, path, sizeof path, err);
@@ -96,8 +102,9 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
     int champion[64];
     ktune_buf_printf(&csv, "family,dtype,shape,config,tuned_us,default_us,anchor,anchor_us,gbps,"
                            "pct_of_ceiling,default_config,speedup,ceiling_gbps,bytes,tuned_spread,"
-                           "copy_us,vs_anchor,tflops,ceiling_tflops,pct_of_tflops,variants\n");
-    double log_speedup = 0, log_vendor = 0, worst_big[KTUNE_DTYPE_COUNT];
+                           "copy_us,vs_anchor,tflops,ceiling_tflops,pct_of_tflops,variants,"
+                           "vendors\n");
+    double log_speedup = 0, worst_big[KTUNE_DTYPE_COUNT];
     for (int d = 0; d < KTUNE_DTYPE_COUNT; d++)
         worst_big[d] = INFINITY;
     int n = 0;
@@ -128,8 +135,7 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
         const double tu = b->tuned_us, ts = b->tuned_spread;
         double du = b->default_us;
         const double cu = b->copy_us, ceil_gbps = b->ceiling_gbps, bytes = b->bytes;
-        const double vu = b->vendor_us, flops = b->flops, ceil_flops = b->vendor_flops_per_s;
-        const char *vname = b->vendor_name;
+        const double flops = b->flops, ceil_flops = b->vendor_flops_per_s;
         if (def == ktune_space_find_config(s, e->config))
             du = tu; /* the same config: one measurement, not two draws of the noise */
         double *vus = variant_us + (size_t)i * (size_t)s->nvariants;
@@ -148,20 +154,45 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
                 vl += (size_t)snprintf(variants + vl, sizeof variants - vl, "%s%s=%.4f",
                                        vl ? " " : "", s->variants[v].name, vus[v]);
         const char *dt = dtype_dim >= 0 ? ktune_dtype_name(e->key[dtype_dim]) : "-";
-        const int has_vendor = vu > 0;
-        if (has_vendor && ktune_is_identifier(vname, sizeof vendor - 1))
-            snprintf(vendor, sizeof vendor, "%s", vname);
-        const char *anchor = has_vendor ? (vendor[0] ? vendor : "vendor") : "copy";
-        const double anchor_us = has_vendor ? vu : cu;
+        /* each vendor path: its place among those seen, its time for the plot and the CSV */
+        char vendors_col[512] = "";
+        size_t vcl = 0;
+        memset(points[n].vendor_us, 0, sizeof points[n].vendor_us);
+        for (int v = 0; v < b->nvendors; v++) {
+            const ktune_bench_vendor *x = &b->vendors[v];
+            if (!ktune_is_identifier(x->name, sizeof vendor[0] - 1) || !(x->us > 0)) {
+                ktune_fail(err, "bench of %s: the worker named a vendor path '%.31s' (%.4f us)",
+                           shape, x->name, x->us);
+                goto cleanup;
+            }
+            int at = 0;
+            while (at < nvendors && strcmp(vendor[at], x->name) != 0)
+                at++;
+            if (at == nvendors && nvendors < KTUNE_PLOT_MAX_VENDORS) {
+                snprintf(vendor[at], sizeof vendor[at], "%s", x->name);
+                vendor_names[at] = vendor[at];
+                nvendors++;
+            }
+            if (at < nvendors) {
+                points[n].vendor_us[at] = x->us;
+                log_vendor[at] += log(x->us / tu);
+                vendor_shapes[at]++;
+            }
+            vcl += (size_t)snprintf(vendors_col + vcl, sizeof vendors_col - vcl, "%s%s=%.4f",
+                                    vcl ? " " : "", x->name, x->us);
+        }
+        const int has_vendor = b->nvendors > 0;
+        const char *anchor = has_vendor ? b->vendors[0].name : "copy";
+        const double vu = has_vendor ? b->vendors[0].us : 0, anchor_us = has_vendor ? vu : cu;
         const double gbps = bytes / (tu * 1e3), pct = 100 * gbps / ceil_gbps;
         const double tflops = flops / (tu * 1e6), ceil_tflops = ceil_flops / 1e12;
         ktune_buf_printf(&csv,
                          "%s,%s,%s,%s,%.4f,%.4f,%s,%.4f,%.1f,%.1f,%s,%.4f,%.1f,%.0f,%.5f,%.4f,"
-                         "%.4f,%.2f,%.1f,%.1f,%s\n",
+                         "%.4f,%.2f,%.1f,%.1f,%s,%s\n",
                          s->family, dt, shape, e->config, tu, du, anchor, anchor_us, gbps, pct,
                          s->configs[def].name, du / tu, ceil_gbps, bytes, ts, cu, anchor_us / tu,
                          tflops, ceil_tflops, ceil_tflops > 0 ? 100 * tflops / ceil_tflops : 0.0,
-                         variants);
+                         variants, vendors_col);
         if (n == 0)
             fprintf(out, "%-5s %-18s %-40s %9s %9s %7s %9s %7s %6s %6s %7s %6s\n", "dtype", "shape",
                     "config", "tuned_us", "dflt_us", "speedup", has_vendor ? anchor : "copy_us",
@@ -173,10 +204,8 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
                 shape, e->config, tu, du, du / tu, anchor_us, ratio, gbps, pct, tflops,
                 ceil_tflops > 0 ? 100 * tflops / ceil_tflops : 0.0);
         log_speedup += log(du / tu);
-        log_vendor += has_vendor ? log(vu / tu) : 0;
         memcpy(points[n].key, e->key, sizeof points[n].key);
         points[n].tuned_us = tu;
-        points[n].vendor_us = vu;
         points[n].variant_us = vus;
         n++;
         if (dtype_dim >= 0 && bytes / 2 >= KTUNE_BIG_BYTES)
@@ -187,9 +216,10 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
         goto cleanup;
     fprintf(out, "ktune bench %s on %s: %d shapes; tuned vs default %.3fx (geomean)", s->family,
             w.device.name, n, n ? exp(log_speedup / n) : 1.0);
-    if (vendor[0])
-        fprintf(out, "; tuned vs %s %.3fx (geomean)", vendor, exp(log_vendor / n));
-    else
+    for (int v = 0; v < nvendors; v++)
+        fprintf(out, "; tuned vs %s %.3fx (geomean of %d)", vendor[v],
+                exp(log_vendor[v] / vendor_shapes[v]), vendor_shapes[v]);
+    if (nvendors == 0)
         for (int d = 0; d < KTUNE_DTYPE_COUNT; d++)
             if (isfinite(worst_big[d]))
                 fprintf(out, "; %s inputs >= 32 MB: worst %.1f%% of copy", ktune_dtype_name(d),
@@ -204,8 +234,8 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
             ktune_fail(err, "--plot: %s has no integer key dimension", s->family);
             goto cleanup;
         }
-        if (ktune_plot_write(s, points, n, x_dim, dtype, vendor[0] ? vendor : NULL,
-                             w.device.name, plot_png, err))
+        if (ktune_plot_write(s, points, n, x_dim, dtype, vendor_names, nvendors, w.device.name,
+                             plot_png, err))
             goto cleanup;
         fprintf(out, "ktune: wrote %s\n", plot_png);
     }

@@ -1,6 +1,7 @@
 /* The bench: the tuned and the default config against its ceilings, in one worker: a copy of the
- * same bytes, the copy ceiling (a 1 GiB device-to-device copy) and the vendor library (on the
- * same problem, and on the family's ceiling key for the compute ceiling). */
+ * same bytes, the copy ceiling (a 1 GiB device-to-device copy) and the vendor library's paths (on
+ * the same problem, and on the family's ceiling key for the compute ceiling). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,9 +26,16 @@ cudaError_t family_copy(void *fam, int set, cudaStream_t s)
     return static_cast<const ktune_worker_family *>(fam)->copy(set, s);
 }
 
-cudaError_t family_vendor(void *fam, int set, cudaStream_t s)
+/* A vendor path of the family. */
+struct vendor_path {
+    const ktune_worker_family *fam;
+    int which;
+};
+
+cudaError_t vendor_call(void *ctx, int set, cudaStream_t s)
 {
-    return static_cast<const ktune_worker_family *>(fam)->vendor(set, s);
+    const vendor_path *v = static_cast<const vendor_path *>(ctx);
+    return v->fam->vendor(v->which, set, s);
 }
 
 } // namespace
@@ -62,12 +70,42 @@ cudaError_t ktune_worker_state::measure_ceiling()
     return e;
 }
 
-/* The vendor library's throughput (FLOP/s) on the family's ceiling key for key's types, measured
- * once a ceiling key. False when the answer was sent (a failure). */
+/* The family's vendor paths on the current key, timed interleaved: names[i] and m[i] a path.
+ * False when the answer was sent (a failure). */
+bool ktune_worker_state::measure_vendors(long id, const char **names, std::vector<measurement> &m)
+{
+    m.clear();
+    if (!fam.vendors)
+        return true;
+    cudaError_t e = cudaSuccess;
+    const int n = fam.vendors(names, &e);
+    if (n < 0 || n > KTUNE_BENCH_MAX_VENDORS) {
+        fail(id, "readying the vendor library", n < 0 ? e : cudaErrorInvalidValue);
+        return false;
+    }
+    if (n == 0)
+        return true;
+    vendor_path paths[KTUNE_BENCH_MAX_VENDORS];
+    std::vector<run> runs((size_t)n);
+    for (int v = 0; v < n; v++) {
+        paths[v] = {&fam, v};
+        runs[v].call = vendor_call;
+        runs[v].ctx = &paths[v];
+    }
+    e = measure(runs, m, opt.precise, fam.bytes(current_key));
+    if (e != cudaSuccess) {
+        fail(id, "timing the vendor library", e);
+        return false;
+    }
+    return true;
+}
+
+/* The fastest vendor path's throughput (FLOP/s) on the family's ceiling key for key's types,
+ * measured once a ceiling key. False when the answer was sent (a failure). */
 bool ktune_worker_state::measure_flops_ceiling(long id, const int64_t *key, double *flops_per_s)
 {
     *flops_per_s = 0;
-    if (!fam.vendor)
+    if (!fam.vendors || !fam.flops || !fam.ceiling_key)
         return true;
     int64_t ck[KTUNE_MAX_KEY] = {0};
     fam.ceiling_key(key, ck);
@@ -76,18 +114,13 @@ bool ktune_worker_state::measure_flops_ceiling(long id, const int64_t *key, doub
             *flops_per_s = vendor_ceilings[i].flops_per_s;
             return true;
         }
-    if (!use_key(id, ck))
-        return false;
-    run vendor;
-    vendor.call = family_vendor;
-    vendor.ctx = const_cast<ktune_worker_family *>(&fam);
+    const char *names[KTUNE_BENCH_MAX_VENDORS];
     std::vector<measurement> m;
-    cudaError_t e = measure({vendor}, m, opt.precise, fam.bytes(ck));
-    if (e != cudaSuccess) {
-        fail(id, "timing the vendor library's ceiling", e);
+    if (!use_key(id, ck) || !measure_vendors(id, names, m))
         return false;
-    }
-    *flops_per_s = fam.flops(ck) / (m[0].median_us * 1e-6);
+    for (const measurement &x : m)
+        if (x.median_us > 0)
+            *flops_per_s = fmax(*flops_per_s, fam.flops(ck) / (x.median_us * 1e-6));
     if (nvendor_ceilings < (int)(sizeof vendor_ceilings / sizeof *vendor_ceilings)) {
         memcpy(vendor_ceilings[nvendor_ceilings].key, ck, sizeof ck);
         vendor_ceilings[nvendor_ceilings++].flops_per_s = *flops_per_s;
@@ -137,17 +170,10 @@ void ktune_worker_state::bench(const ktune_request &r)
     e = measure({copy}, c, opt.precise, bytes, false);
     if (e != cudaSuccess)
         return fail(id, "timing the copy", e);
-    measurement v;
-    if (fam.vendor) {
-        run vendor;
-        vendor.call = family_vendor;
-        vendor.ctx = const_cast<ktune_worker_family *>(&fam);
-        std::vector<measurement> vm;
-        e = measure({vendor}, vm, opt.precise, bytes);
-        if (e != cudaSuccess)
-            return fail(id, "timing the vendor library", e);
-        v = vm[0];
-    }
+    const char *names[KTUNE_BENCH_MAX_VENDORS];
+    std::vector<measurement> v;
+    if (!measure_vendors(id, names, v))
+        return;
     a.id = id;
     a.status = KTUNE_TRIAL_OK;
     a.bench = ktune_bench_answer{m[0].median_us,
@@ -158,12 +184,15 @@ void ktune_worker_state::bench(const ktune_request &r)
                                  c[0].spread,
                                  ceiling_gbps,
                                  bytes,
-                                 v.median_us,
-                                 v.spread,
                                  fam.flops ? fam.flops(current_key) : 0.0,
                                  flops_ceiling,
-                                 {0}};
-    snprintf(a.bench.vendor_name, sizeof a.bench.vendor_name, "%s",
-             fam.vendor_name ? fam.vendor_name : "-");
+                                 (int)v.size(),
+                                 {}};
+    for (size_t i = 0; i < v.size(); i++) {
+        ktune_bench_vendor &x = a.bench.vendors[i];
+        snprintf(x.name, sizeof x.name, "%s", names[i]);
+        x.us = v[i].median_us;
+        x.spread = v[i].spread;
+    }
     answer(r.kind, a);
 }

@@ -236,11 +236,17 @@ int ktune_answer_format(ktune_request_kind kind, const ktune_answer *a, char *li
         rc = add(line, size, &len, " " format, fields->name);
         const ktune_bench_answer *fields = &a->bench;
         KTUNE_BENCH_FIELDS(KTUNE_FIELD_PRINT)
+        const int nv = a->bench.nvendors;
+        if (nv < 0 || nv > KTUNE_BENCH_MAX_VENDORS)
+            return -1;
         if (!rc)
-            rc = add(line, size, &len, " %s",
-                     a->bench.vendor_name[0] && !strpbrk(a->bench.vendor_name, " \t\r\n")
-                         ? a->bench.vendor_name
-                         : "-");
+            rc = add(line, size, &len, " %d", nv);
+        for (int v = 0; v < nv && !rc; v++) {
+            const ktune_bench_vendor *x = &a->bench.vendors[v];
+            if (!x->name[0] || strpbrk(x->name, " \t\r\n"))
+                return -1;
+            rc = add(line, size, &len, " %s %.4f %.5f", x->name, x->us, x->spread);
+        }
         break;
     }
     case KTUNE_REQUEST_STATS: {
@@ -356,7 +362,12 @@ int ktune_answer_parse(const char *line, ktune_request_kind kind, int n, ktune_a
 #define KTUNE_FIELD_READ(name, format, what) ok = ok && next_double(&p, &fields->name);
         ktune_bench_answer *fields = &a->bench;
         KTUNE_BENCH_FIELDS(KTUNE_FIELD_READ)
-        ok = ok && next_token(&p, a->bench.vendor_name, sizeof a->bench.vendor_name);
+        ok = ok && next_int(&p, &a->bench.nvendors) && a->bench.nvendors <= KTUNE_BENCH_MAX_VENDORS;
+        for (int v = 0; ok && v < a->bench.nvendors; v++) {
+            ktune_bench_vendor *x = &a->bench.vendors[v];
+            ok = next_token(&p, x->name, sizeof x->name) && next_double(&p, &x->us) &&
+                 next_double(&p, &x->spread);
+        }
         break;
     }
     case KTUNE_REQUEST_STATS: {

@@ -96,10 +96,13 @@ ktune_trial_status ktune_trial_status_parse(const char *text);
     X(copy_spread, "%.5f", "its spread")                                                           \
     X(ceiling_gbps, "%.2f", "the copy ceiling: a 1 GiB copy's GB/s")                               \
     X(bytes, "%.0f", "the bytes one launch moves")                                                 \
-    X(vendor_us, "%.4f", "the vendor library's median on the same problem, us; 0: none")          \
-    X(vendor_spread, "%.5f", "its spread")                                                         \
     X(flops, "%.0f", "the floating-point operations of one launch; 0: none counted")               \
-    X(vendor_flops_per_s, "%.0f", "the vendor's FLOP/s on the family's ceiling key; 0: none")
+    X(vendor_flops_per_s, "%.0f", "the fastest vendor path's FLOP/s on the family's ceiling key; "  \
+                                  "0: none")
+
+/* The most vendor paths a bench answer carries. After the fields above the answer holds their
+ * count, then each path's name, median (us) and spread; the first is the bench's anchor. */
+#define KTUNE_BENCH_MAX_VENDORS 4
 
 /* The body of an ok answer to STATS: where the worker's time went since it started, in seconds. */
 #define KTUNE_STATS_FIELDS(X)                                                                      \
@@ -115,9 +118,16 @@ ktune_trial_status ktune_trial_status_parse(const char *text);
 
 #define KTUNE_PROTOCOL_FIELD(name, format, what) double name;
 
+/* A vendor library's path timed on the same problem (e.g. cuBLASLt int8, cuBLAS bf16). */
+typedef struct {
+    char name[32]; /* a token: letters, digits, '_' */
+    double us, spread;
+} ktune_bench_vendor;
+
 typedef struct {
     KTUNE_BENCH_FIELDS(KTUNE_PROTOCOL_FIELD)
-    char vendor_name[64]; /* "-": none */
+    int nvendors; /* 0: the family has no vendor path for this problem */
+    ktune_bench_vendor vendors[KTUNE_BENCH_MAX_VENDORS];
 } ktune_bench_answer;
 
 typedef struct {

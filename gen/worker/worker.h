@@ -40,11 +40,15 @@ struct ktune_worker_family {
     /* Bytes one launch must move (read + written) for key. */
     double (*bytes)(const int64_t *key);
     void (*release)(void);
-    /* Optional (NULL for none): the vendor library's call for the same problem on set `set`
-     * (the bench's anchor), its name, the floating-point operations one launch performs, and
-     * the key whose vendor throughput stands for the device's compute ceiling for key's types. */
-    cudaError_t (*vendor)(int set, cudaStream_t stream);
-    const char *vendor_name;
+    /* Optional (NULL for none): the vendor library's paths for the problem prepare() took last
+     * (the bench's anchors), the floating-point operations one launch performs, and the key on
+     * whose vendor throughput the device's compute ceiling for key's types is measured.
+     * vendors() readies the paths (inputs of their own, an algorithm chosen by timing), writes
+     * their names (at most KTUNE_BENCH_MAX_VENDORS; the first is the anchor; a path that cannot
+     * take the problem is left out) and returns how many, or -1 with *error set; vendor() runs
+     * path `which` on input set `set`. release() frees what vendors() took. */
+    int (*vendors)(const char **names, cudaError_t *error);
+    cudaError_t (*vendor)(int which, int set, cudaStream_t stream);
     double (*flops)(const int64_t *key);
     void (*ceiling_key)(const int64_t *key, int64_t *out);
 };

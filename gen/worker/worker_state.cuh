@@ -156,7 +156,8 @@ struct ktune_worker_state {
     int64_t current_key[KTUNE_MAX_KEY] = {};
     int have_key = 0, nsets = 0;
 
-    /* The copy ceiling (GB/s; 0: not measured yet) and the vendor's FLOP/s a ceiling key. */
+    /* The copy ceiling (GB/s; 0: not measured yet) and the fastest vendor path's FLOP/s a ceiling
+     * key. */
     double ceiling_gbps = 0;
     struct vendor_ceiling {
         int64_t key[KTUNE_MAX_KEY];
@@ -227,6 +228,7 @@ struct ktune_worker_state {
 
     /* bench.cu */
     cudaError_t measure_ceiling();
+    bool measure_vendors(long id, const char **names, std::vector<measurement> &m);
     bool measure_flops_ceiling(long id, const int64_t *key, double *flops_per_s);
     void bench(const ktune_request &r);
 

@@ -169,7 +169,13 @@ double bytes(const int64_t *key)
     return 2.0 * ((double)key[1] * key[3] + (double)key[2] * key[3] + (double)key[1] * key[2]);
 }
 
-cudaError_t vendor(int set, cudaStream_t stream)
+int vendors(const char **names, cudaError_t *)
+{
+    names[0] = "cublas";
+    return 1;
+}
+
+cudaError_t vendor(int, int set, cudaStream_t stream)
 {
     cudaError_t e = ensure_cublas(stream);
     return e == cudaSuccess ? from_cublas(gemm(set, st.c[set], cuda_type(st.dtype))) : e;
@@ -187,4 +193,4 @@ void ceiling_key(const int64_t *key, int64_t *out)
 
 const ktune_worker_family ktune_worker_family_def = {
     "matmul", 4, ktune__matmul_candidates, ktune__matmul_candidates_count, prepare, launch,
-    check_poison, check_compare, copy, bytes, release, vendor, "cublas", flops, ceiling_key};
+    check_poison, check_compare, copy, bytes, release, vendors, vendor, flops, ceiling_key};

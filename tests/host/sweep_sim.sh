@@ -242,7 +242,11 @@ grep -q "n: 64, config: good_tile4, us: 5.5" "$reg" || bad "the registry does no
 "$ktune" emit --space "$space" --registry-dir "$work/reg" --check || bad "header out of sync after a refresh"
 
 note "bench: the CSV a family's bench writes"
-"$ktune" bench --space "$space" --worker "$worker" --registry-dir "$work/reg" --out "$work/bench.csv" || bad "bench"
-head -1 "$work/bench.csv" | grep -q '^family,dtype,shape,config,tuned_us,default_us,anchor,anchor_us,gbps,pct_of_ceiling' || bad "bench CSV header"
+"$ktune" bench --space "$space" --worker "$worker" --registry-dir "$work/reg" --out "$work/bench.csv" >"$work/bench.log" || bad "bench"
+cat "$work/bench.log"
+head -1 "$work/bench.csv" | grep -q '^family,dtype,shape,config,tuned_us,default_us,anchor,anchor_us,gbps,pct_of_ceiling.*,variants,vendors$' || bad "bench CSV header"
 [ "$(($(wc -l <"$work/bench.csv") - 1))" -eq 4 ] || bad "bench CSV rows"
+# the simulated worker's two vendor paths: n/8 and n/4 us; the first is the anchor
+grep -q '^sim,-,64,.*,sim_blas,8.0000,.*,sim_blas=8.0000 sim_blas_wide=16.0000$' "$work/bench.csv" || bad "bench CSV: the vendor paths of n=64"
+grep -q 'tuned vs sim_blas [0-9.]*x (geomean of 4); tuned vs sim_blas_wide [0-9.]*x (geomean of 4)' "$work/bench.log" || bad "bench summary: a geomean a vendor path"
 exit $fail

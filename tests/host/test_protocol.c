@@ -113,14 +113,26 @@ static void test_answers(void)
     memset(&a, 0, sizeof a);
     a.id = 4;
     a.status = KTUNE_TRIAL_OK;
-    a.bench = (ktune_bench_answer){10, 0.001, 12, 0.001, 9, 0.001, 3000, 1048576, 8, 0.001,
-                                   2147483648.0, 989e12, "cublas"};
+    a.bench = (ktune_bench_answer){10,     0.001,        12,    0.001, 9, 0.001, 3000, 1048576,
+                                   2147483648.0, 989e12, 2,
+                                   {{"cublaslt_int8", 8, 0.001}, {"cublas_bf16", 20, 0.002}}};
     CHECK(ktune_answer_format(KTUNE_REQUEST_BENCH, &a, line, sizeof line) > 0);
     CHECK(strcmp(line, "R 4 ok 10.0000 0.00100 12.0000 0.00100 9.0000 0.00100 3000.00 1048576 "
-                       "8.0000 0.00100 2147483648 989000000000000 cublas\n") == 0);
+                       "2147483648 989000000000000 2 cublaslt_int8 8.0000 0.00100 cublas_bf16 "
+                       "20.0000 0.00200\n") == 0);
     CHECK(ktune_answer_parse(line, KTUNE_REQUEST_BENCH, 2, &b) == 0);
     CHECK(b.bench.bytes == 1048576 && b.bench.vendor_flops_per_s == 989e12 &&
-          strcmp(b.bench.vendor_name, "cublas") == 0);
+          b.bench.nvendors == 2 && strcmp(b.bench.vendors[0].name, "cublaslt_int8") == 0 &&
+          b.bench.vendors[1].us == 20 && b.bench.vendors[1].spread == 0.002);
+    /* a path short of its spread, a count beyond the most, a name with a space */
+    CHECK(ktune_answer_parse("R 4 ok 1 1 1 1 1 1 1 1 1 1 1 cublas 8.0", KTUNE_REQUEST_BENCH, 2,
+                             &b) == -1);
+    CHECK(ktune_answer_parse("R 4 ok 1 1 1 1 1 1 1 1 1 1 5 a 1 1 b 1 1 c 1 1 d 1 1 e 1 1",
+                             KTUNE_REQUEST_BENCH, 2, &b) == -1);
+    CHECK(ktune_answer_parse("R 4 ok 1 1 1 1 1 1 1 1 1 1 0", KTUNE_REQUEST_BENCH, 2, &b) == 0 &&
+          b.bench.nvendors == 0);
+    strcpy(a.bench.vendors[1].name, "cu blas");
+    CHECK(ktune_answer_format(KTUNE_REQUEST_BENCH, &a, line, sizeof line) == -1);
 
     memset(&a, 0, sizeof a);
     a.status = KTUNE_TRIAL_OK;

@@ -155,7 +155,9 @@ int main(void)
                                            .copy_spread = 0.001,
                                            .ceiling_gbps = 3000,
                                            .bytes = 8.0 * n,
-                                           .vendor_name = "-"};
+                                           .nvendors = 2,
+                                           .vendors = {{"sim_blas", n / 8.0, 0.001},
+                                                       {"sim_blas_wide", n / 4.0, 0.001}}};
             break;
         case KTUNE_REQUEST_STATS:
             a.stats = (ktune_stats_answer){.timed = timed_s, .busy = timed_s};
