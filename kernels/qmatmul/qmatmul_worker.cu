@@ -7,13 +7,15 @@
  * then the epilogue in fp32. A result passes when |c - ref| <= atol + rtol * |ref|: int8, whose
  * sums are exact, rtol 2^-8 (the output's rounding) and atol the same of the sums' typical
  * size; fp8, whose tensor-core sums round differently, rtol 2^-7 and atol 2^-9 of the typical
- * size (sqrt(k) times the typical product). NaN never passes. */
+ * size (sqrt(k) times the typical product). NaN never passes. The bench's vendor paths are
+ * qmatmul_vendor.cuh's. */
 #include <cublas_v2.h>
 #include <math.h>
 #include <stdio.h>
 
 #include "cublas_status.cuh"
 #include "qmatmul_instance.cuh"
+#include "qmatmul_vendor.cuh"
 #include "worker.h"
 #include "worker_check.cuh"
 
@@ -42,6 +44,7 @@ struct state {
 } st;
 
 cublasHandle_t handle;
+ktune_qmatmul_vendor::paths vendor_paths; /* the bench's, for the current key */
 
 using ktune_common::from_cublas;
 
@@ -109,7 +112,20 @@ cudaError_t reference()
     return e;
 }
 
-void release() { st = state(); } /* the buffers are the worker's arena */
+/* The tolerance of a bf16 result against the reference: int8's sums are exact, so the output's
+ * rounding; fp8's tensor-core sums round differently, so more. */
+void tolerance(float *atol, float *rtol)
+{
+    const bool int8 = st.dtype == KTUNE_INT8;
+    *rtol = int8 ? 1.f / 256 : 1.f / 128;
+    *atol = st.typical * (int8 ? 1.f / 256 : 1.f / 512);
+}
+
+void release() /* the buffers are the worker's arena */
+{
+    ktune_qmatmul_vendor::paths_clear(vendor_paths);
+    st = state();
+}
 
 int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
 {
@@ -198,8 +214,8 @@ cudaError_t check_compare(cudaStream_t stream, unsigned long long *bad, int64_t 
 {
     *rows = st.m;
     *cols = st.n;
-    const bool int8 = st.dtype == KTUNE_INT8;
-    const float rtol = int8 ? 1.f / 256 : 1.f / 128, atol = st.typical * (int8 ? 1.f / 256 : 1.f / 512);
+    float atol, rtol;
+    tolerance(&atol, &rtol);
     return ktune_worker_check::compare_launch((const __nv_bfloat16 *)st.c[0], st.ref, st.m * st.n,
                                               atol, rtol, bad, stream);
 }
@@ -215,10 +231,34 @@ double bytes(const int64_t *key)
     return (double)key[1] * key[3] + (double)key[2] * key[3] + 2.0 * key[1] * key[2];
 }
 
+int vendors(const char **names, cudaError_t *error)
+{
+    ktune_qmatmul_vendor::problem pb = {st.dtype, st.m,       st.n,     st.k,   st.sets, st.a,
+                                        st.w,     st.c,       st.a_scale, st.w_scale, st.bias,
+                                        st.ref,   0,          0,        st.ep};
+    tolerance(&pb.atol, &pb.rtol);
+    return ktune_qmatmul_vendor::paths_ready(vendor_paths, pb, names, error);
+}
+
+cudaError_t vendor(int which, int set, cudaStream_t stream)
+{
+    if (which < 0 || which >= vendor_paths.n)
+        return cudaErrorInvalidValue;
+    return ktune_qmatmul_vendor::path_run(vendor_paths, vendor_paths.p[which], set, stream);
+}
+
 double flops(const int64_t *key) { return 2.0 * (double)key[1] * key[2] * key[3]; }
+
+/* The device's 8-bit tensor rate: the fastest vendor path on a large square problem of the
+ * key's dtype. */
+void ceiling_key(const int64_t *key, int64_t *out)
+{
+    out[0] = key[0];
+    out[1] = out[2] = out[3] = 8192;
+}
 
 } // namespace
 
 const ktune_worker_family ktune_worker_family_def = {
     "qmatmul", 4, ktune__qmatmul_candidates, ktune__qmatmul_candidates_count, prepare, launch,
-    check_poison, check_compare, copy, bytes, release, nullptr, nullptr, flops, nullptr};
+    check_poison, check_compare, copy, bytes, release, vendors, vendor, flops, ceiling_key};
