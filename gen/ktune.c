@@ -66,6 +66,7 @@ typedef struct {
     const char *space, *spaces_dir, *registry_dir, *templates, *m4, *worker;
     const char *run, *out, *source_rev, *gpus, *model, *crossover, *plot, *where, *search;
     const char *device, *shard_text, *against;
+    const char *batch_sizes, *out_in_features, *tp_split_dim, *x_q_dtype, *w_q_dtype;
     int sms, cc;
     int tp_size;
     int argc;
@@ -168,6 +169,7 @@ static const option_spec option_table[] = {
         "ktune merge joins the runs)"),
     OPT("--apply", OPT_FLAG, apply, 0, 0, "sweep", "",
         "apply the run and emit the header when done"),
+    OPT("--update-registry", OPT_FLAG, apply, 0, 0, "sweep", "", "the same as --apply"),
     OPT("--verbose", OPT_FLAG, verbose, 0, 0, "sweep", "", "print every failure as it happens"),
     OPT("--force", OPT_FLAG, force, 0, 0, "apply", "",
         "take every winner of the run, faster or not"),
@@ -210,7 +212,21 @@ static const option_spec option_table[] = {
         "only the shapes the space derives from the model preset\n"
         "<spaces-dir>/models/NAME.yaml (sweep, expand)"),
     OPT("--tp-size", OPT_INT, tp_size, 1, 1024, NULL, "N",
-        "with --model: tensor-parallel degree N instead of the space's own"),
+        "with --model: tensor-parallel degree N instead of the space's own;\n"
+        "with --out-in-features: the degree the layers are split by (1)"),
+    OPT("--batch-sizes", OPT_TEXT, batch_sizes, 0, 0, NULL, "B,...",
+        "with --out-in-features: linear layers' shapes instead of the\n"
+        "space's, m = each batch size (families keyed by m, n, k)"),
+    OPT("--out-in-features", OPT_TEXT, out_in_features, 0, 0, NULL, "OUT/IN,...",
+        "with --batch-sizes: the layers' global sizes, n = OUT and k = IN\n"
+        "on one GPU of --tp-size"),
+    OPT("--tp-split-dim", OPT_TEXT, tp_split_dim, 0, 0, NULL, "out|in",
+        "the size --tp-size splits: out (column parallel, the default) or\n"
+        "in (row parallel)"),
+    OPT("--x-q-dtype", OPT_TEXT, x_q_dtype, 0, 0, NULL, "DTYPE",
+        "the activations' quantized type (int8)"),
+    OPT("--w-q-dtype", OPT_TEXT, w_q_dtype, 0, 0, NULL, "DTYPE",
+        "the weight's quantized type (int8); the same as --x-q-dtype"),
     OPT("--where", OPT_TEXT, where, 0, 0, NULL, "EXPR",
         "only the shapes for which EXPR over the key holds, e.g.\n"
         "'m <= 16 && k >= 4096' (sweep, expand)"),
@@ -401,10 +417,22 @@ static int load_space(const options *o, ktune_space *s)
     } else {
         return usage_error("%s needs a family or --space", o->command);
     }
-    if (o->tp_size && !o->model)
-        return usage_error("--tp-size needs --model%s", "");
-    ktune_space_opts so = {o->model, o->tp_size, o->where};
+    const int linear = o->batch_sizes || o->out_in_features;
+    if (o->tp_size && !o->model && !linear)
+        return usage_error("--tp-size needs --model or --out-in-features%s", "");
+    if (!linear && (o->tp_split_dim || o->x_q_dtype || o->w_q_dtype))
+        return usage_error("%s needs --batch-sizes and --out-in-features",
+                           o->tp_split_dim ? "--tp-split-dim"
+                           : o->x_q_dtype  ? "--x-q-dtype"
+                                           : "--w-q-dtype");
+    if (linear && o->model)
+        return usage_error("--model and --out-in-features both name shapes: give one%s", "");
     ktune_err err;
+    ktune_linear_shapes lin;
+    if (linear && ktune_linear_parse(o->batch_sizes, o->out_in_features, o->tp_size,
+                                     o->tp_split_dim, o->x_q_dtype, o->w_q_dtype, &lin, &err))
+        return usage_error("%s", err.msg);
+    ktune_space_opts so = {o->model, linear ? 0 : o->tp_size, o->where, linear ? &lin : NULL};
     if (ktune_space_load_with(path, &so, s, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return KTUNE_EXIT_FAILED;

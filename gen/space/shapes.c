@@ -356,6 +356,38 @@ cleanup:
     return rc;
 }
 
+/* The command line's linear layers (linear.h) as shapes of s. */
+static int load_linear(const ktune_linear_shapes *lin, ktune_space *s, shape_list *l,
+                       ktune_err *err)
+{
+    int dim[3] = {-1, -1, -1}, dtype_dim = -1;
+    static const char *const names[3] = {"m", "n", "k"};
+    for (int d = 0; d < s->nkey; d++) {
+        for (int j = 0; j < 3; j++)
+            if (strcmp(s->key[d].name, names[j]) == 0)
+                dim[j] = d;
+        if (s->key[d].kind == KTUNE_DIM_DTYPE)
+            dtype_dim = d;
+        else if (strcmp(s->key[d].name, "m") && strcmp(s->key[d].name, "n") &&
+                 strcmp(s->key[d].name, "k"))
+            return ktune_fail(err, "--out-in-features: %s's key has a dimension %s beside m, n "
+                                   "and k; give its shapes in the space",
+                              s->family, s->key[d].name);
+    }
+    if (dim[0] < 0 || dim[1] < 0 || dim[2] < 0)
+        return ktune_fail(err, "--out-in-features: %s's key has no dimensions m, n and k",
+                          s->family);
+    for (int i = 0; i < lin->nbatch * lin->nfeatures; i++) {
+        int64_t key[KTUNE_MAX_KEY] = {0};
+        ktune_linear_shape(lin, i, &key[dim[0]], &key[dim[1]], &key[dim[2]]);
+        if (dtype_dim >= 0)
+            key[dtype_dim] = lin->dtype;
+        if (shape_add(l, key, NULL, NULL, err))
+            return -1;
+    }
+    return 0;
+}
+
 int ktune_shapes_load(const char *file, const ktune_node *n, ktune_space *s,
                       const ktune_space_opts *o, ktune_err *err)
 {
@@ -364,7 +396,9 @@ int ktune_shapes_load(const char *file, const ktune_node *n, ktune_space *s,
         return -1;
     shape_list l = {0};
     int rc = 0, models = 0;
-    for (int i = 0; i < n->count && rc == 0; i++) {
+    if (o && o->linear)
+        rc = load_linear(o->linear, s, &l, err);
+    for (int i = 0; i < n->count && rc == 0 && !(o && o->linear); i++) {
         const ktune_node *e = n->items[i];
         if (ktune_expect(file, e, KTUNE_NODE_MAP, "a shapes entry", err) ||
             ktune_expect_keys(file, e, allowed, NULL, err)) {

@@ -6,6 +6,7 @@
 
 #include "ktune_table.h"
 #include "expr.h"
+#include "linear.h"
 #include "util.h"
 
 #define KTUNE_NAME_MAX 40
@@ -67,6 +68,8 @@ typedef struct {
     const char *model; /* only the shapes derived from this model preset (--model) */
     int64_t tp;        /* > 0: this tensor-parallel degree for every model entry (--tp-size) */
     const char *where; /* only the shapes for which this expression over the key holds (--where) */
+    const ktune_linear_shapes *linear; /* these linear layers' shapes instead of the space's
+                                          (--batch-sizes, --out-in-features...), or NULL */
 } ktune_space_opts;
 
 int ktune_space_load_with(const char *path, const ktune_space_opts *opts, ktune_space *space,
