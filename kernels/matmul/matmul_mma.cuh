@@ -8,7 +8,14 @@
  *
  * SPLIT > 1 splits k over the blocks of a cluster; each adds its fp32 tile to the others'
  * through distributed shared memory and writes a share of the rows. Tails in m, n and k load
- * zeros; rows that are not 16-byte aligned (k % 8 != 0) load element by element. */
+ * zeros; rows that are not 16-byte aligned (k % 8 != 0) load element by element.
+ *
+ * What the kernel multiplies and how it stores is a policy P (mma_policy below is the family's:
+ * 16-bit inputs and output, fp32 sums): P::unit, the 2-byte element of the tiles (k counts
+ * them); P::acc, the accumulator; P::mma(d, a, b), a 16 x 8 tile over 16 units of k from
+ * m16n8k16-shaped fragments; and P::out, the epilogue object, whose store(row, col, m, n, x, y,
+ * flags) writes C[row][col] and C[row][col + 1] inside m x n. An 8-bit policy (the qmatmul
+ * family's) reads two elements a unit: m16n8k32's fragments hold the same bytes as m16n8k16's. */
 #pragma once
 
 #include "matmul_common.cuh"
@@ -27,6 +34,25 @@ template <int BM, int BN, int BK, int STAGES, int SPLIT> constexpr size_t mma_sm
     constexpr size_t reduce = SPLIT > 1 ? (size_t)BM * BN * 4 : 0;
     return ring > reduce ? ring : reduce;
 }
+
+/* The family's policy: T inputs and output, fp32 sums. */
+template <typename T> struct mma_policy {
+    using unit = T;
+    using acc = float;
+    struct out {
+        T *c;
+        __device__ __forceinline__ void store(int64_t row, int64_t col, int64_t m, int64_t n,
+                                              float x, float y, int flags) const
+        {
+            store_pair(c, row, col, m, n, x, y, flags & PAIR_STORES);
+        }
+    };
+    static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4],
+                                               const uint32_t (&b)[2])
+    {
+        mma_16816<T>(d, a, b);
+    }
+};
 
 /* A thread's share of loading ROWS x BK tiles of a row-major matrix (`rows` rows, k columns)
  * into swizzled shared memory: chunks q = thread + i * THREADS, i < PER, which are rows
@@ -72,11 +98,13 @@ template <typename T, int ROWS, int BK, int THREADS> struct tile_loader {
     }
 };
 
-template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int SPLIT>
+template <typename P, int BM, int BN, int BK, int WM, int WN, int STAGES, int SPLIT>
 __global__ void __launch_bounds__(WM *WN * 32)
-    mma_kernel(const T *__restrict__ a, const T *__restrict__ w, T *__restrict__ c, int m, int n,
-               int64_t k, int flags)
+    mma_kernel(const typename P::unit *__restrict__ a, const typename P::unit *__restrict__ w,
+               const typename P::out out, int m, int n, int64_t k, int flags)
 {
+    using T = typename P::unit;
+    using A = typename P::acc;
     constexpr int THREADS = WM * WN * 32, TM = BM / WM, TN = BN / WN, FM = TM / 16, FN = TN / 8;
     static_assert(TM % 16 == 0 && TN % 16 == 0, "warp tiles of whole 16x16 pieces");
     extern __shared__ __align__(128) unsigned char smem[];
@@ -110,7 +138,7 @@ __global__ void __launch_bounds__(WM *WN * 32)
      * chunk is a constant XOR */
     const int a_row = wm * TM + (lane & 15), a_hi = lane >> 4;
     const int w_row = wn * TN + (lane & 7) + ((lane >> 4) << 3), w_hi = (lane >> 3) & 1;
-    float acc[FM][FN][4] = {};
+    A acc[FM][FN][4] = {};
     int read = 0, write = STAGES - 1;
     for (int i = 0; i < (int)nkt; i++) {
         cp_async_wait<STAGES - 2>();
@@ -143,48 +171,50 @@ __global__ void __launch_bounds__(WM *WN * 32)
             for (int fm = 0; fm < FM; fm++)
 #pragma unroll
                 for (int fn = 0; fn < FN; fn++)
-                    mma_16816<T>(acc[fm][fn], af[fm], bf[fn]);
+                    P::mma(acc[fm][fn], af[fm], bf[fn]);
         }
     }
     cp_async_wait<0>();
 
     const int g = lane >> 2, t = lane & 3;
-    const bool pairs = flags & PAIR_STORES;
     if constexpr (SPLIT == 1) {
 #pragma unroll
         for (int fm = 0; fm < FM; fm++)
 #pragma unroll
             for (int fn = 0; fn < FN; fn++) {
                 const int64_t row = m0 + wm * TM + fm * 16 + g, col = n0 + wn * TN + fn * 8 + 2 * t;
-                store_pair(c, row, col, m, n, acc[fm][fn][0], acc[fm][fn][1], pairs);
-                store_pair(c, row + 8, col, m, n, acc[fm][fn][2], acc[fm][fn][3], pairs);
+                out.store(row, col, m, n, acc[fm][fn][0], acc[fm][fn][1], flags);
+                out.store(row + 8, col, m, n, acc[fm][fn][2], acc[fm][fn][3], flags);
             }
     } else {
-        __syncthreads(); /* the ring is reused for the fp32 tile */
-        float *tile = reinterpret_cast<float *>(smem);
+        /* the blocks' partial sums, added in the accumulator's type (exact for int32) */
+        struct alignas(8) sum_pair {
+            A x, y;
+        };
+        static_assert(sizeof(A) == 4, "4-byte accumulators: the tile is BM x BN x 4 bytes");
+        __syncthreads(); /* the ring is reused for the tile of sums */
+        sum_pair *tile = reinterpret_cast<sum_pair *>(smem);
 #pragma unroll
         for (int fm = 0; fm < FM; fm++)
 #pragma unroll
             for (int fn = 0; fn < FN; fn++) {
                 const int r = wm * TM + fm * 16 + g, col = wn * TN + fn * 8 + 2 * t;
-                *reinterpret_cast<float2 *>(&tile[r * BN + col]) =
-                    make_float2(acc[fm][fn][0], acc[fm][fn][1]);
-                *reinterpret_cast<float2 *>(&tile[(r + 8) * BN + col]) =
-                    make_float2(acc[fm][fn][2], acc[fm][fn][3]);
+                tile[(r * BN + col) / 2] = sum_pair{acc[fm][fn][0], acc[fm][fn][1]};
+                tile[((r + 8) * BN + col) / 2] = sum_pair{acc[fm][fn][2], acc[fm][fn][3]};
             }
         ktune_cluster::sync();
         constexpr int PAIRS = BM * BN / 2;
         const int begin = PAIRS * split / SPLIT, end = PAIRS * (split + 1) / SPLIT;
         for (int i = begin + threadIdx.x; i < end; i += THREADS) {
-            float2 s = make_float2(0.f, 0.f);
+            sum_pair s = {};
 #pragma unroll
             for (int q = 0; q < SPLIT; q++) {
-                const float2 v = reinterpret_cast<const float2 *>(ktune_cluster::map(tile, q))[i];
+                const sum_pair v = ktune_cluster::map(tile, q)[i];
                 s.x += v.x;
                 s.y += v.y;
             }
             const int r = 2 * i / BN, col = 2 * i % BN;
-            store_pair(c, m0 + r, n0 + col, m, n, s.x, s.y, pairs);
+            out.store(m0 + r, n0 + col, m, n, s.x, s.y, flags);
         }
         ktune_cluster::sync();
     }
@@ -198,11 +228,12 @@ template <int BM, int BN, int BK, int WM, int WN, int STAGES, int SPLIT> struct 
         const int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
         if (tiles > INT32_MAX)
             return cudaErrorInvalidValue;
-        return ktune_launch::launch(mma_kernel<T, BM, BN, BK, WM, WN, STAGES, SPLIT>,
+        using P = mma_policy<T>;
+        return ktune_launch::launch(mma_kernel<P, BM, BN, BK, WM, WN, STAGES, SPLIT>,
                                     dim3((unsigned)tiles, SPLIT), dim3(WM * WN * 32),
                                     dim3(1, SPLIT, 1), mma_smem_bytes<BM, BN, BK, STAGES, SPLIT>(),
-                                    s, (const T *)a, (const T *)w, (T *)c, (int)m, (int)n, k,
-                                    layout_flags<T>(a, w, c, n, k));
+                                    s, (const T *)a, (const T *)w, typename P::out{(T *)c}, (int)m,
+                                    (int)n, k, layout_flags<T>(a, w, c, n, k));
     }
 };
 

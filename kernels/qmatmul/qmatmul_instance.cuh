@@ -3,6 +3,7 @@
 #pragma once
 
 #include "qmatmul_decode.cuh"
+#include "qmatmul_mma.cuh"
 #include "qmatmul_wgmma.cuh"
 
 typedef cudaError_t ktune__qmatmul_launch_t(const void *a, const void *w, void *c, int64_t m,
@@ -19,5 +20,7 @@ typedef cudaError_t ktune__qmatmul_launch_t(const void *a, const void *w, void *
 
 #define KTUNE_QMATMUL_DEFINE_DECODE(fn, warps, unroll, mtiles, rtiles)                             \
     KTUNE_QMATMUL_DEFINE_(fn, ktune_qmatmul_impl::decode_launcher<warps, unroll, mtiles, rtiles>)
+#define KTUNE_QMATMUL_DEFINE_MMA(fn, bm, bn, bk, wm, wn, stages, split)                           \
+    KTUNE_QMATMUL_DEFINE_(fn, ktune_qmatmul_impl::qmma_launcher<bm, bn, bk, wm, wn, stages, split>)
 #define KTUNE_QMATMUL_DEFINE_WGMMA(fn, bm, bn, consumers, stages)                                  \
     KTUNE_QMATMUL_DEFINE_(fn, ktune_qmatmul_impl::qwgmma_launcher<bm, bn, consumers, stages>)
