@@ -6,13 +6,16 @@
 
 #include "worker_state.cuh"
 
-/* A launch error the context survives fails the config alone (*e cleared); others stay in *e. */
+/* A launch error the context survives fails the config alone (*e cleared); others stay in *e.
+ * cudaErrorNotSupported is a launcher's refusal of the problem by design (a tile that is not
+ * compiled for this type, an instruction this device lacks): the config is invalid there, as
+ * one its constraints exclude. */
 void ktune_worker_state::fail_alone(trial &x, const char *what, cudaError_t *e)
 {
     if (*e == cudaSuccess || !recoverable(*e))
         return;
     cudaGetLastError();
-    x.status = KTUNE_TRIAL_FAILED;
+    x.status = *e == cudaErrorNotSupported ? KTUNE_TRIAL_INVALID : KTUNE_TRIAL_FAILED;
     snprintf(x.detail, sizeof x.detail, "%s: %s", what, cudaGetErrorString(*e));
     *e = cudaSuccess;
 }
