@@ -12,6 +12,7 @@
 #include "cublas_status.cuh"
 #include "matmul_instance.cuh"
 #include "worker.h"
+#include "worker_gemm.cuh"
 #include "worker_check.cuh"
 
 extern "C" {
@@ -181,16 +182,10 @@ cudaError_t vendor(int, int set, cudaStream_t stream)
     return e == cudaSuccess ? from_cublas(gemm(set, st.c[set], cuda_type(st.dtype))) : e;
 }
 
-double flops(const int64_t *key) { return 2.0 * (double)key[1] * key[2] * key[3]; }
-
-void ceiling_key(const int64_t *key, int64_t *out)
-{
-    out[0] = key[0];
-    out[1] = out[2] = out[3] = 8192;
-}
 
 } // namespace
 
 const ktune_worker_family ktune_worker_family_def = {
     "matmul", 4, ktune__matmul_candidates, ktune__matmul_candidates_count, prepare, launch,
-    check_poison, check_compare, copy, bytes, release, vendors, vendor, flops, ceiling_key};
+    check_poison, check_compare, copy, bytes, release, vendors, vendor, ktune_worker_gemm::flops,
+    ktune_worker_gemm::ceiling_key};

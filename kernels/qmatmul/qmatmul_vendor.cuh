@@ -38,12 +38,10 @@ struct problem {
     int dtype;
     int64_t m, n, k;
     int sets;
-    void *const *a, *const *w, *const *c; /* the key's inputs and outputs, a set each */
-    const float *a_scale, *w_scale;       /* m and n floats */
-    const __nv_bfloat16 *bias;            /* n */
-    const float *ref;                     /* the family's reference of set 0 */
-    float atol, rtol;                     /* its tolerance for bf16 outputs */
-    ktune_qmatmul_epilogue ep;            /* the scales and bias above, as the family takes them */
+    void *const *a, *const *w; /* the key's inputs, a set each */
+    const float *ref;          /* the family's reference of set 0 */
+    float atol, rtol;          /* its tolerance for bf16 outputs */
+    ktune_qmatmul_epilogue ep; /* the scales (per token and per channel) and the bf16 bias */
 };
 
 struct path {
@@ -116,46 +114,39 @@ inline cudaError_t path_run(paths &v, const path &x, int s, cudaStream_t stream)
                                       paths::workspace_bytes, stream));
 }
 
-template <typename T> inline cudaError_t set_attr(cublasLtMatmulDesc_t d,
-                                                  cublasLtMatmulDescAttributes_t a, const T &value)
-{
-    return from_cublas(cublasLtMatmulDescSetAttribute(d, a, &value, sizeof value));
-}
-
 /* The descriptors of a cuBLASLt path; fp8 with the scales a row and a column when outer_vec,
  * else a scale a tensor (the first of each vector). */
 inline cudaError_t lt_describe(const problem &pb, path &x, bool outer_vec)
 {
     const bool int8 = x.kind == lt_int8;
     const cudaDataType_t in = int8 ? CUDA_R_8I : CUDA_R_8F_E4M3, out = int8 ? CUDA_R_32I : CUDA_R_16BF;
-    cudaError_t e = from_cublas(cublasLtMatmulDescCreate(&x.desc, int8 ? CUBLAS_COMPUTE_32I : CUBLAS_COMPUTE_32F,
-                                                         int8 ? CUDA_R_32I : CUDA_R_32F));
+    cudaError_t e = from_cublas(cublasLtMatmulDescCreate(
+        &x.desc, int8 ? CUBLAS_COMPUTE_32I : CUBLAS_COMPUTE_32F, int8 ? CUDA_R_32I : CUDA_R_32F));
     const cublasOperation_t t = CUBLAS_OP_T, nop = CUBLAS_OP_N;
-    if (e == cudaSuccess)
-        e = set_attr(x.desc, CUBLASLT_MATMUL_DESC_TRANSA, t);
-    if (e == cudaSuccess)
-        e = set_attr(x.desc, CUBLASLT_MATMUL_DESC_TRANSB, nop);
-    if (e == cudaSuccess && !int8) {
-        /* A of cuBLAS's product is w (n rows of its result), B is a (m columns) */
-        const void *ws = pb.w_scale, *as = pb.a_scale, *bias = pb.bias;
-        const int32_t mode = outer_vec ? CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F
-                                       : CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
-        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        const int32_t bias_type = CUDA_R_16BF;
-        e = set_attr(x.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, ws);
-        if (e == cudaSuccess)
-            e = set_attr(x.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, as);
-        if (e == cudaSuccess)
-            e = set_attr(x.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, mode);
-        if (e == cudaSuccess)
-            e = set_attr(x.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, mode);
-        if (e == cudaSuccess)
-            e = set_attr(x.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
-        if (e == cudaSuccess)
-            e = set_attr(x.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-        if (e == cudaSuccess)
-            e = set_attr(x.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
-    }
+    /* fp8: A of cuBLAS's product is w (n rows of its result), B is a (m columns) */
+    const void *ws = pb.ep.w_scale, *as = pb.ep.a_scale, *bias = pb.ep.bias;
+    const int32_t mode = outer_vec ? CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F
+                                   : CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    const int32_t bias_type = CUDA_R_16BF;
+    const struct {
+        cublasLtMatmulDescAttributes_t attr;
+        const void *value;
+        size_t size;
+    } attrs[] = {{CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t},
+                 {CUBLASLT_MATMUL_DESC_TRANSB, &nop, sizeof nop},
+                 /* the int8 path ends here */
+                 {CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &ws, sizeof ws},
+                 {CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &as, sizeof as},
+                 {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode},
+                 {CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode},
+                 {CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi},
+                 {CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias},
+                 {CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type}};
+    const int nattrs = int8 ? 2 : (int)(sizeof attrs / sizeof *attrs);
+    for (int i = 0; i < nattrs && e == cudaSuccess; i++)
+        e = from_cublas(cublasLtMatmulDescSetAttribute(x.desc, attrs[i].attr, attrs[i].value,
+                                                       attrs[i].size));
     if (e == cudaSuccess)
         e = from_cublas(cublasLtMatrixLayoutCreate(&x.wl, in, (uint64_t)pb.k, (uint64_t)pb.n, pb.k));
     if (e == cudaSuccess)

@@ -17,6 +17,7 @@
 #include "qmatmul_instance.cuh"
 #include "qmatmul_vendor.cuh"
 #include "worker.h"
+#include "worker_gemm.cuh"
 #include "worker_check.cuh"
 
 extern "C" {
@@ -233,9 +234,8 @@ double bytes(const int64_t *key)
 
 int vendors(const char **names, cudaError_t *error)
 {
-    ktune_qmatmul_vendor::problem pb = {st.dtype, st.m,       st.n,     st.k,   st.sets, st.a,
-                                        st.w,     st.c,       st.a_scale, st.w_scale, st.bias,
-                                        st.ref,   0,          0,        st.ep};
+    ktune_qmatmul_vendor::problem pb = {st.dtype, st.m, st.n, st.k, st.sets, st.a, st.w,
+                                        st.ref,   0,    0,    st.ep};
     tolerance(&pb.atol, &pb.rtol);
     return ktune_qmatmul_vendor::paths_ready(vendor_paths, pb, names, error);
 }
@@ -247,18 +247,10 @@ cudaError_t vendor(int which, int set, cudaStream_t stream)
     return ktune_qmatmul_vendor::path_run(vendor_paths, vendor_paths.p[which], set, stream);
 }
 
-double flops(const int64_t *key) { return 2.0 * (double)key[1] * key[2] * key[3]; }
-
-/* The device's 8-bit tensor rate: the fastest vendor path on a large square problem of the
- * key's dtype. */
-void ceiling_key(const int64_t *key, int64_t *out)
-{
-    out[0] = key[0];
-    out[1] = out[2] = out[3] = 8192;
-}
 
 } // namespace
 
 const ktune_worker_family ktune_worker_family_def = {
     "qmatmul", 4, ktune__qmatmul_candidates, ktune__qmatmul_candidates_count, prepare, launch,
-    check_poison, check_compare, copy, bytes, release, vendors, vendor, flops, ceiling_key};
+    check_poison, check_compare, copy, bytes, release, vendors, vendor, ktune_worker_gemm::flops,
+    ktune_worker_gemm::ceiling_key};
