@@ -824,8 +824,11 @@ static int sweep_gpus(const options *o, const ktune_space *s, const char *run)
         return KTUNE_EXIT_INTERRUPTED;
     if (no_gpu)
         return KTUNE_EXIT_NO_GPU;
-    if (failed)
+    if (failed) {
+        fprintf(stderr, "ktune: the runs of the GPUs that finished are kept and nothing was merged: re-run the "
+                        "same command and each GPU's run resumes where it stopped\n");
         return KTUNE_EXIT_FAILED;
+    }
     ktune_err err;
     if (ktune_merge_runs(s, run, run_list, n, &err)) {
         fprintf(stderr, "%s\n", err.msg);

@@ -76,7 +76,7 @@ static int load_run(const char *file, const ktune_node *n, ktune_run_info *run, 
         "command", "flags", "cuda_driver_api", "l2_bytes", "smem_per_block", "samples",
         "min_sample_us", "config_timeout_s", "seed", "patience", "shard", "gpu_state_start",
         "search", "screen_samples", "screen_min_sample_us", "screen_cut", "top", "final_margin",
-        "warmup_us", NULL};
+        "warmup_us", "gpu", "gpu_uuid", "merged", NULL};
     if (ktune_expect(file, n, KTUNE_NODE_MAP, "a run", err) ||
         ktune_expect_keys(file, n, allowed, NULL, err))
         return -1;

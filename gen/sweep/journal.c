@@ -162,6 +162,8 @@ int ktune_meta_write(const ktune_sweep_opts *o, const ktune_hello *d, const char
                      o->config_timeout_s);
     ktune_buf_printf(&b, "seed: %u\npatience: %d\nshard: \"%d/%d\"\n", o->seed, o->patience,
                      o->shard, o->shards);
+    ktune_buf_printf(&b, "gpu: %d\ngpu_uuid: \"%s\"\n", o->worker.device,
+                     ktune_gpu_uuid_valid(d->uuid) ? d->uuid : "unknown");
     ktune_buf_printf(&b, "gpu_state_start: \"%s\"\n", state);
     int rc = ktune_file_write_if_changed(path, b.data, b.len, err) < 0 ? -1 : 0;
     ktune_buf_free(&b);
@@ -169,13 +171,15 @@ int ktune_meta_write(const ktune_sweep_opts *o, const ktune_hello *d, const char
 }
 
 /* started, not waited for: nvidia-smi takes tens of milliseconds */
-FILE *ktune_gpu_state_query(int gpu)
+FILE *ktune_gpu_state_query(const char *uuid)
 {
+    if (!ktune_gpu_uuid_valid(uuid)) /* it goes on a command line: only a UUID */
+        return NULL;
     char cmd[256];
     snprintf(cmd, sizeof cmd,
              "nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw "
-             "--format=csv,noheader -i %d 2>/dev/null",
-             gpu);
+             "--format=csv,noheader -i %s 2>/dev/null",
+             uuid);
     return popen(cmd, "re");
 }
 

@@ -32,10 +32,12 @@ void ktune_journal_load(const char *path, const ktune_space *s, ktune_sweep_tria
 int ktune_meta_write(const ktune_sweep_opts *o, const ktune_hello *d, const char *state,
                      ktune_err *err);
 
-/* The state of GPU gpu (SM and memory clocks, temperature, power) as nvidia-smi reports it
- * through NVML: the query starts now and runs while the caller goes on, ktune_gpu_state_read
- * takes its answer (or a word on why there is none) and closes it. NULL: it could not start. */
-FILE *ktune_gpu_state_query(int gpu);
+/* The state of the GPU of that UUID (SM and memory clocks, temperature, power) as nvidia-smi
+ * reports it through NVML (by UUID: CUDA's device numbers and NVML's differ where
+ * CUDA_VISIBLE_DEVICES or CUDA_DEVICE_ORDER renumber them): the query starts now and runs while
+ * the caller goes on, ktune_gpu_state_read takes its answer (or a word on why there is none) and
+ * closes it. NULL: it could not start, or uuid is not one (ktune_gpu_uuid_valid). */
+FILE *ktune_gpu_state_query(const char *uuid);
 void ktune_gpu_state_read(FILE *query, char *out, size_t size);
 
 #endif

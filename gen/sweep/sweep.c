@@ -238,14 +238,14 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     ktune_worker_opts wopts = o->worker;
     wopts.log_path = NULL;
     char start_state[256], end_state[256];
-    FILE *state_query = ktune_gpu_state_query(o->worker.device); /* while the worker starts */
+    FILE *state_query = NULL;
     int started = ktune_worker_start(&w, &wopts, err);
-    ktune_gpu_state_read(state_query, start_state, sizeof start_state);
-    state_query = NULL;
     if (started == KTUNE_WORKER_NO_DEVICE)
         return KTUNE_SWEEP_NO_DEVICE;
     if (started != 0)
         return -1;
+    /* asked by the UUID the worker found at its device number */
+    ktune_gpu_state_read(ktune_gpu_state_query(w.device.uuid), start_state, sizeof start_state);
     if (!ktune_is_safe_text(w.device.name, 200)) {
         ktune_worker_stop(&w);
         return ktune_fail(err, "the device's name holds characters a run folder or a table may not "
@@ -316,7 +316,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
             break;
         }
         if (si + o->shards >= s->nshapes) /* the last shape: the state at the end, meanwhile */
-            state_query = ktune_gpu_state_query(o->worker.device);
+            state_query = ktune_gpu_state_query(w.device.uuid);
         double shape_start = ktune_now_s();
         const int64_t *key = s->shapes[si].key;
         trial *row = &trials[(size_t)si * (size_t)s->nconfigs];
@@ -404,7 +404,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     if (tty)
         fprintf(stderr, "\n");
     if (!state_query) /* stopped before the last shape */
-        state_query = ktune_gpu_state_query(o->worker.device);
+        state_query = ktune_gpu_state_query(w.device.uuid);
 
     /* summary */
     free(done_rows);

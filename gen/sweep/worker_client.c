@@ -170,14 +170,16 @@ int ktune_worker_post(ktune_worker *w, const ktune_request *r, ktune_err *err)
         }
     }
     if (w->pid <= 0) {
-        char name[256];
+        char name[256], uuid[sizeof w->device.uuid];
         snprintf(name, sizeof name, "%s", w->device.name);
+        snprintf(uuid, sizeof uuid, "%s", w->device.uuid);
         if (spawn(w, err))
             return -1;
         w->restarts++;
-        if (strcmp(name, w->device.name) != 0)
-            return ktune_fail(err, "the restarted worker reports device '%s', not '%s'",
-                              w->device.name, name);
+        if (strcmp(name, w->device.name) != 0 || strcmp(uuid, w->device.uuid) != 0)
+            return ktune_fail(err, "the restarted worker reports device '%s' (%s), not '%s' (%s)",
+                              w->device.name, w->device.uuid[0] ? w->device.uuid : "no UUID",
+                              name, uuid[0] ? uuid : "no UUID");
     }
     w->sent = write(w->to_fd, msg, (size_t)n) == n;
     w->sent_at = ktune_now_s();

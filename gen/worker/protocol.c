@@ -1,6 +1,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "protocol.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -384,6 +385,23 @@ int ktune_answer_parse(const char *line, ktune_request_kind kind, int n, ktune_a
     return ok ? 0 : unexpected(a, line);
 }
 
+int ktune_gpu_uuid_valid(const char *text)
+{
+    if (strncmp(text, "GPU-", 4) != 0 && strncmp(text, "MIG-", 4) != 0)
+        return 0;
+    static const char groups[] = {8, 4, 4, 4, 12};
+    const char *c = text + 4;
+    for (int g = 0; g < 5; g++) {
+        for (int i = 0; i < groups[g]; i++, c++)
+            if (!isxdigit((unsigned char)*c))
+                return 0;
+        if (*c != (g < 4 ? '-' : '\0'))
+            return 0;
+        c += g < 4;
+    }
+    return 1;
+}
+
 int ktune_hello_format(const ktune_hello *h, char *line, size_t size)
 {
     size_t len = 0;
@@ -394,7 +412,8 @@ int ktune_hello_format(const ktune_hello *h, char *line, size_t size)
         return -1;
     KTUNE_DEVICE_LIMIT_MAP(KTUNE_LIMIT_PRINT)
 #undef KTUNE_LIMIT_PRINT
-    if (add(line, size, &len, " %s %s ", h->driver_api, h->runtime))
+    if (add(line, size, &len, " %s %s %s ", h->driver_api, h->runtime,
+            ktune_gpu_uuid_valid(h->uuid) ? h->uuid : "-"))
         return -1;
     for (const char *c = h->name; *c && len + 2 < size; c++)
         line[len++] = *c == '\n' || *c == '\r' ? ' ' : *c;
@@ -434,7 +453,11 @@ int ktune_hello_parse(const char *line, ktune_hello *h, char *why, size_t size)
     KTUNE_DEVICE_LIMIT_MAP(KTUNE_LIMIT_READ)
 #undef KTUNE_LIMIT_READ
     ok = ok && next_token(&p, h->driver_api, sizeof h->driver_api) &&
-         next_token(&p, h->runtime, sizeof h->runtime);
+         next_token(&p, h->runtime, sizeof h->runtime) && next_token(&p, h->uuid, sizeof h->uuid);
+    if (ok && strcmp(h->uuid, "-") == 0)
+        h->uuid[0] = '\0';
+    else if (ok && !ktune_gpu_uuid_valid(h->uuid))
+        ok = 0;
     while (ok && *p == ' ')
         p++;
     const int name_len = (int)strcspn(p, "\r\n");

@@ -4,10 +4,14 @@
  * A worker owns one GPU. It says first what it runs on (a hello), then reads one request a line
  * on its stdin and writes one answer a line on its stdout:
  *
- *   H <limits...> <driver> <runtime> <name>   hello: the limits in KTUNE_DEVICE_LIMIT_MAP's
+ *   H <limits...> <driver> <runtime> <uuid> <name>
+ *                                             hello: the limits in KTUNE_DEVICE_LIMIT_MAP's
  *                                             order (sm90a: 1 when the device runs this build's
  *                                             sm_90a code), the CUDA driver API and runtime
- *                                             versions, the device's name (the rest of the line)
+ *                                             versions, the GPU's UUID as NVML writes it
+ *                                             (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, or MIG-
+ *                                             the same way; - where unknown), the device's name
+ *                                             (the rest of the line)
  *   E <message>                               instead of the hello, where no device is usable;
  *                                             the worker then exits with code 2
  *
@@ -169,7 +173,12 @@ typedef struct {
     char name[256];
     KTUNE_DEVICE_LIMIT_MAP(KTUNE_DEVICE_LIMIT_FIELD)
     char driver_api[32], runtime[32];
+    char uuid[48]; /* "" where unknown (written "-") */
 } ktune_hello;
+
+/* 1 when text is a GPU UUID as NVML writes it: GPU- or MIG- and 8-4-4-4-12 hex digits. Such a
+ * text names a GPU to nvidia-smi whatever CUDA_VISIBLE_DEVICES renumbered. */
+int ktune_gpu_uuid_valid(const char *text);
 
 /* The request's letter, its kind (KTUNE_REQUEST_NONE for none), and what it is in words. */
 char ktune_request_letter(ktune_request_kind kind);

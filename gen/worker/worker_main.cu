@@ -313,6 +313,11 @@ int main(int argc, char **argv)
     snprintf(hello.driver_api, sizeof hello.driver_api, "%d.%d", driver / 1000,
              (driver % 1000) / 10);
     snprintf(hello.runtime, sizeof hello.runtime, "%d.%d", runtime / 1000, (runtime % 1000) / 10);
+    const unsigned char *u = (const unsigned char *)p.uuid.bytes;
+    snprintf(hello.uuid, sizeof hello.uuid,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+             u[15]);
 #if KTUNE_WORKER_TEST_KNOBS
     if (const char *slow = getenv("KTUNE_TEST_SLOW")) {
         char config[256];

@@ -104,6 +104,47 @@ sweep "$work/mg" --gpus 0,1 >"$work/mg.log" 2>&1 || bad "--gpus sweep"
 [ -d "$work/mg/gpu0" ] && [ -d "$work/mg/gpu1" ] || bad "no run folder a GPU"
 [ "$(winners "$work/mg")" = "$expected" ] || bad "--gpus winners: $(winners "$work/mg")"
 [ "$(tail -n +2 "$work/mg/final.csv")" = "$(tail -n +2 "$work/merged/final.csv")" ] || bad "--gpus and a manual merge differ"
+grep -q '^gpu: 1$' "$work/mg/gpu1/meta.yaml" &&
+  grep -q '^gpu_uuid: "GPU-00000000-0000-0000-0000-000000000001"$' "$work/mg/gpu1/meta.yaml" ||
+  bad "a GPU's run does not name its GPU"
+for g in 0 1; do # the merged metadata: each GPU's run, its GPU and the GPU's state
+  grep -q "^  - {name: \"gpu$g\", shard: \"$g/2\", gpu: \"$g\", gpu_uuid: \"GPU-00000000-0000-0000-0000-00000000000$g\", gpu_state_start: " "$work/mg/meta.yaml" ||
+    bad "the merged meta.yaml does not list GPU $g's run"
+  grep -q "^\[$work/mg/gpu$g\] ktune: .*GPU at the end" "$work/mg/summary.txt" ||
+    bad "the merged summary.txt lacks GPU $g's run"
+done
+grep -q '^shard:' "$work/mg/meta.yaml" && bad "the merged meta.yaml names one shard"
+grep -q '^name: "mg"$' "$work/mg/meta.yaml" || bad "the merged meta.yaml is not named after its folder"
+
+note "--gpus: a worker killed on one GPU; that GPU's sweep records it and goes on, the other's is untouched"
+KTUNE_SIM_DELAY_MS=40 sweep "$work/mk" --gpus 0,1 >"$work/mk.log" 2>&1 &
+pid=$!
+killed=
+for _ in $(seq 200); do # the worker of GPU 1, once it has answered a few trials
+  if [ -f "$work/mk/gpu1/trials.csv" ] && [ "$(wc -l <"$work/mk/gpu1/trials.csv")" -ge 4 ]; then
+    for p in /proc/[0-9]*; do
+      c=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)
+      if [[ $c == "$worker "*" --device 1 " ]]; then
+        kill -9 "${p#/proc/}" 2>/dev/null && killed=${p#/proc/} && break
+      fi
+    done
+  fi
+  [ -n "$killed" ] && break
+  sleep 0.05
+done
+wait $pid || bad "--gpus with a killed worker exited $?"
+[ -n "$killed" ] || bad "found no worker of GPU 1 to kill"
+restarts() { grep -o 'worker restarts [0-9]*' "$1/summary.txt" | grep -o '[0-9]*$'; }
+r0=$(restarts "$work/mk/gpu0") r1=$(restarts "$work/mk/gpu1")
+# the same sweep without the kill (mg): the same restarts on GPU 0, one more on GPU 1
+[ "$r0" -eq "$(restarts "$work/mg/gpu0")" ] && [ "$r1" -eq $(($(restarts "$work/mg/gpu1") + 1)) ] ||
+  bad "restarts: GPU 0 $r0, GPU 1 $r1; without the kill $(restarts "$work/mg/gpu0") and $(restarts "$work/mg/gpu1")"
+grep -q "signal 9" "$work/mk/gpu0/trials.csv" && bad "GPU 0 recorded GPU 1's kill"
+for g in 0 1; do
+  [ "$(($(wc -l <"$work/mk/gpu$g/trials.csv") - 1))" -eq 20 ] || bad "GPU $g's run lacks trials"
+done
+[ "$(($(wc -l <"$work/mk/trials.csv") - 1))" -eq 40 ] || bad "the merged run lacks trials"
+echo "worker restarts: GPU 0 $r0, GPU 1 $r1 (its worker $killed killed)"
 
 note "budgets: a shape's and the run's"
 KTUNE_SIM_DELAY_MS=100 sweep "$work/bs" --shape-budget 0.25 >"$work/bs.log" 2>&1 || bad "shape budget sweep"

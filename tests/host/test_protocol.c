@@ -152,20 +152,35 @@ static void test_answers(void)
 static void test_hello(void)
 {
     char line[KTUNE_PROTOCOL_LINE], why[512];
-    ktune_hello h = {"NVIDIA H100 80GB HBM3", 132, 90, 1024, 232448, 52428800, 1, "13.0", "13.0"};
+    ktune_hello h = {"NVIDIA H100 80GB HBM3", 132, 90, 1024, 232448, 52428800, 1, "13.0", "13.0", ""};
     CHECK(ktune_hello_format(&h, line, sizeof line) > 0);
-    CHECK(strcmp(line, "H 132 90 1024 232448 52428800 1 13.0 13.0 NVIDIA H100 80GB HBM3\n") == 0);
+    CHECK(strcmp(line, "H 132 90 1024 232448 52428800 1 13.0 13.0 - NVIDIA H100 80GB HBM3\n") == 0);
     ktune_hello g;
     CHECK(ktune_hello_parse(line, &g, why, sizeof why) == 0);
-    CHECK(memcmp(&g, &h, sizeof g) == 0 || (strcmp(g.name, h.name) == 0 && g.sms == 132 &&
-                                             g.l2_bytes == 52428800 && g.sm90a == 1));
+    CHECK(strcmp(g.name, h.name) == 0 && g.sms == 132 && g.l2_bytes == 52428800 && g.sm90a == 1 &&
+          g.uuid[0] == '\0');
+    snprintf(h.uuid, sizeof h.uuid, "GPU-1f0c2a3b-4d5e-6f70-8192-a3b4c5d6e7f8");
+    CHECK(ktune_hello_format(&h, line, sizeof line) > 0);
+    CHECK(ktune_hello_parse(line, &g, why, sizeof why) == 0);
+    CHECK(strcmp(g.uuid, h.uuid) == 0 && strcmp(g.name, h.name) == 0);
+    /* a UUID that is not one is not passed on (it reaches nvidia-smi's command line) */
+    const char *not_uuids[] = {"GPU-1f0c2a3b-4d5e-6f70-8192-a3b4c5d6e7f", "GPU-$(reboot)",
+                               "GPU-1f0c2a3b-4d5e-6f70-8192-a3b4c5d6e7f8;x", "1f0c2a3b",
+                               "XPU-1f0c2a3b-4d5e-6f70-8192-a3b4c5d6e7f8"};
+    for (size_t i = 0; i < sizeof not_uuids / sizeof *not_uuids; i++) {
+        CHECK(!ktune_gpu_uuid_valid(not_uuids[i]));
+        snprintf(line, sizeof line, "H 132 90 1024 232448 52428800 1 13.0 13.0 %s name",
+                 not_uuids[i]);
+        CHECK(ktune_hello_parse(line, &g, why, sizeof why) == -1);
+    }
+    CHECK(ktune_gpu_uuid_valid("MIG-1f0c2a3b-4d5e-6f70-8192-a3b4c5d6e7f8"));
     CHECK(ktune_no_device_format("no usable CUDA device 0: none", line, sizeof line) > 0);
     CHECK(ktune_hello_parse(line, &g, why, sizeof why) == 1);
     CHECK(strcmp(why, "no usable CUDA device 0: none") == 0);
     CHECK(ktune_hello_parse("H 132 90 1024 13.0 13.0 short", &g, why, sizeof why) == -1);
-    CHECK(ktune_hello_parse("H 132 90 1024 232448 52428800 1 13.0 13.0", &g, why, sizeof why) ==
+    CHECK(ktune_hello_parse("H 132 90 1024 232448 52428800 1 13.0 13.0 -", &g, why, sizeof why) ==
           -1); /* no name */
-    CHECK(ktune_hello_parse("H -1 90 1024 232448 52428800 1 13.0 13.0 x", &g, why, sizeof why) ==
+    CHECK(ktune_hello_parse("H -1 90 1024 232448 52428800 1 13.0 13.0 - x", &g, why, sizeof why) ==
           -1);
     CHECK(strstr(why, "unexpected first line") != NULL);
 }

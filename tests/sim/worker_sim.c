@@ -92,9 +92,13 @@ static void answer(ktune_request_kind kind, const ktune_answer *a)
     fflush(stdout);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     char line[KTUNE_PROTOCOL_LINE];
+    int device = 0; /* --device N: the simulated GPU's UUID ends in N */
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--device") == 0)
+            device = atoi(argv[i + 1]);
     if (getenv("KTUNE_SIM_NO_DEVICE")) {
         if (ktune_no_device_format("no usable CUDA device 0: no CUDA-capable device is detected "
                                    "(simulated)",
@@ -104,8 +108,10 @@ int main(void)
     }
     long delay = getenv("KTUNE_SIM_DELAY_MS") ? atol(getenv("KTUNE_SIM_DELAY_MS")) : 0;
     double timed_s = 0; /* what 7 samples of each ok trial would have taken */
-    const ktune_hello hello = {"ktune simulated GPU", 132, 90, 1024, 232448, 52428800, 1,
-                               "13.0", "13.0"};
+    ktune_hello hello = {"ktune simulated GPU", 132, 90, 1024, 232448, 52428800, 1,
+                         "13.0", "13.0", ""};
+    snprintf(hello.uuid, sizeof hello.uuid, "GPU-00000000-0000-0000-0000-%012d",
+             device < 0 ? 0 : device % 1000000);
     if (ktune_hello_format(&hello, line, sizeof line) > 0)
         fputs(line, stdout);
     fflush(stdout);
