@@ -159,7 +159,9 @@ static const option_spec option_table[] = {
     OPT("--gpu", OPT_INT, gpu, 0, 1023, "sweep", "N", "CUDA device (0)"),
     OPT("--gpus", OPT_TEXT, gpus, 0, 0, "sweep", "0,1,...",
         "one worker a GPU, each measuring every N-th shape into\n"
-        "RUN/gpu<g>, merged into RUN at the end (the same GPU model)"),
+        "RUN/gpu<g>, merged into RUN at the end (the same GPU model);\n"
+        "a GPU named twice runs two workers, in RUN/gpu<g>-2 the second\n"
+        "(they disturb each other's times: to try the orchestration)"),
     OPT("--shape-budget", OPT_DOUBLE, shape_budget, 0, INFINITY, "sweep", "S",
         "a shape takes no new config after S seconds (0: no limit)"),
     OPT("--budget", OPT_DOUBLE, run_budget, 0, INFINITY, "sweep", "S",
@@ -758,7 +760,9 @@ static int do_apply(const options *o, const ktune_space *s, const char *run)
 static int sweep_gpus(const options *o, const ktune_space *s, const char *run)
 {
     int gpus[64], n = 0;
-    for (const char *p = o->gpus; *p && n < 64;) {
+    for (const char *p = o->gpus; *p;) {
+        if (n == 64)
+            return usage_error("--gpus: '%s' names more than 64 devices", o->gpus);
         char *end;
         long g = strtol(p, &end, 10);
         if (end == p || g < 0 || g > 1023 || (*end && *end != ','))
@@ -776,7 +780,13 @@ static int sweep_gpus(const options *o, const ktune_space *s, const char *run)
     const char *run_list[64];
     setenv("KTUNE_PLAIN_PROGRESS", "1", 1);
     for (int i = 0; i < n; i++) {
-        snprintf(runs[i], sizeof runs[i], "%.4000s/gpu%d", run, gpus[i]);
+        int seen = 1; /* a GPU named twice: its second worker's run is gpu<g>-2 */
+        for (int j = 0; j < i; j++)
+            seen += gpus[j] == gpus[i];
+        if (seen == 1)
+            snprintf(runs[i], sizeof runs[i], "%.4000s/gpu%d", run, gpus[i]);
+        else
+            snprintf(runs[i], sizeof runs[i], "%.4000s/gpu%d-%d", run, gpus[i], seen);
         run_list[i] = runs[i];
         char shard[32], gpu[16];
         snprintf(shard, sizeof shard, "%d/%d", i, n);

@@ -116,6 +116,13 @@ done
 grep -q '^shard:' "$work/mg/meta.yaml" && bad "the merged meta.yaml names one shard"
 grep -q '^name: "mg"$' "$work/mg/meta.yaml" || bad "the merged meta.yaml is not named after its folder"
 
+note "--gpus 0,0: two workers on one GPU, each in its own run folder"
+sweep "$work/m00" --gpus 0,0 >"$work/m00.log" 2>&1 || bad "--gpus 0,0 sweep"
+[ -d "$work/m00/gpu0" ] && [ -d "$work/m00/gpu0-2" ] || bad "--gpus 0,0: not a run folder a worker"
+[ "$(winners "$work/m00")" = "$expected" ] || bad "--gpus 0,0 winners: $(winners "$work/m00")"
+sweep "$work/m65" --gpus "$(seq -s, 0 64)" >"$work/m65.log" 2>&1 && bad "--gpus took 65 devices"
+grep -q "names more than 64 devices" "$work/m65.log" || bad "--gpus of 65 devices: $(cat "$work/m65.log")"
+
 note "--gpus: a worker killed on one GPU; that GPU's sweep records it and goes on, the other's is untouched"
 KTUNE_SIM_DELAY_MS=40 sweep "$work/mk" --gpus 0,1 >"$work/mk.log" 2>&1 &
 pid=$!
