@@ -40,18 +40,19 @@ template <int BM, int BN, int CONSUMERS, int STAGES> constexpr size_t wgmma_smem
            (size_t)STAGES * 2 * 8 + 1024;
 }
 
-/* A warp's part of a 64 x N accumulator fragment (rows row0 .. row0 + 15 of C, columns col0 ..
- * col0 + N - 1; see wgmma_m64k16), stored as 16-bit values inside m x n. */
-template <typename T, int N>
+/* A warp's part of a 64 x N fragment (rows row0 .. row0 + 15 of C, columns col0 .. col0 + N - 1;
+ * see wgmma_m64k16), stored as 16-bit values inside m x n; value(i) is accumulator i's value in
+ * C, in fp32. */
+template <typename T, int N, typename Value>
 __device__ __forceinline__ void store_fragment(T *c, int64_t row0, int64_t col0, int m, int n,
-                                               const float (&d)[N / 2], int lane, bool pairs)
+                                               Value value, int lane, bool pairs)
 {
     const int64_t row = row0 + lane / 4;
 #pragma unroll
     for (int j = 0; j < N / 8; j++) {
         const int64_t col = col0 + j * 8 + 2 * (lane % 4);
-        store_pair(c, row, col, m, n, d[4 * j], d[4 * j + 1], pairs);
-        store_pair(c, row + 8, col, m, n, d[4 * j + 2], d[4 * j + 3], pairs);
+        store_pair(c, row, col, m, n, value(4 * j), value(4 * j + 1), pairs);
+        store_pair(c, row + 8, col, m, n, value(4 * j + 2), value(4 * j + 3), pairs);
     }
 }
 
@@ -91,11 +92,12 @@ __device__ __forceinline__ void wgmma_slice(float (&d)[FM][N / 2], uint32_t a_ti
 
 /* A consumer warpgroup's 64 x N accumulator piece (rows row0 .., columns col0 ..) into C through
  * TMA: 64-column chunks, each written into the staging buffer the store before last has finished
- * reading, then stored by thread 0. buffer says which of the two is next. */
-template <typename T, int N>
+ * reading, then stored by thread 0. buffer says which of the two is next; value(i) is
+ * accumulator i's value in C, in fp32. */
+template <typename T, int N, typename Value>
 __device__ __forceinline__ void store_fragment_tma(const CUtensorMap *map_c, unsigned char *staging,
-                                                   int &buffer, int row0, int col0,
-                                                   const float (&d)[N / 2], int tid, int consumer)
+                                                   int &buffer, int row0, int col0, Value value,
+                                                   int tid, int consumer)
 {
     /* this thread's rows r and r + 8 of the piece, r % 8 being its group in the warp */
     const int r = tid / 32 * 16 + tid % 32 / 4, t = tid % 4;
@@ -109,9 +111,9 @@ __device__ __forceinline__ void store_fragment_tma(const CUtensorMap *map_c, uns
         for (int jj = 0; jj < 8; jj++) {
             const int j = chunk * 8 + jj, swizzled = (jj ^ (r & 7)) * 16 + 4 * t;
             *reinterpret_cast<uint32_t *>(buf + r * 128 + swizzled) =
-                pack2<T>(d[4 * j], d[4 * j + 1]);
+                pack2<T>(value(4 * j), value(4 * j + 1));
             *reinterpret_cast<uint32_t *>(buf + (r + 8) * 128 + swizzled) =
-                pack2<T>(d[4 * j + 2], d[4 * j + 3]);
+                pack2<T>(value(4 * j + 2), value(4 * j + 3));
         }
         tma_store_fence();
         warpgroup_sync(consumer);
@@ -209,12 +211,13 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         const int row0 = tm * BM + consumer * WM, col0 = tn * BN;
 #pragma unroll
         for (int f = 0; f < FM; f++) {
+            const auto value = [&](int i) { return d[f][i]; };
             if (flags & TMA_STORES)
                 store_fragment_tma<T, BN>(&map_c, staging + consumer * 2 * STAGING_BYTES, buffer,
-                                          row0 + f * 64, col0, d[f], tid, consumer);
+                                          row0 + f * 64, col0, value, tid, consumer);
             else
-                store_fragment<T, BN>(c, (int64_t)row0 + f * 64 + warp * 16, col0, m, n, d[f], lane,
-                                      flags & PAIR_STORES);
+                store_fragment<T, BN>(c, (int64_t)row0 + f * 64 + warp * 16, col0, m, n, value,
+                                      lane, flags & PAIR_STORES);
         }
     }
     if (tid == 0)

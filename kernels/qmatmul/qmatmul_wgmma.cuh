@@ -2,9 +2,14 @@
  * variant (kernels/matmul/matmul_wgmma.cuh, whose TMA, barrier and descriptor wrappers it uses)
  * on 8-bit operands: wgmma's k32 instructions, four to a 128-byte swizzled row (128 k), int8 into
  * int32 accumulators (exact) or fp8 e4m3 into fp32, each 128-k slice's fp8 sums added into fp32
- * totals by the consumer (at most 64 accumulators of each a thread). The epilogue scales each accumulator by its
- * row's scale of A and its column's scale of W, adds the bias and stores bf16 or f16 from
- * registers.
+ * totals by the consumer (at most 64 accumulators of each a thread).
+ *
+ * The epilogue: each consumer loads its tile's scales of W and bias (BN columns) and scales of A
+ * (its rows) into registers as the tile starts, so that the loads complete under the tile's
+ * multiplies, and puts them into shared memory once the multiplies are done; each accumulator is
+ * then scaled by its row's scale of A and its column's scale of W, the bias added, and the
+ * consumer's share stored as bf16 or f16 through matmul's TMA stores (64 x 64 chunks through two
+ * staging buffers), or from registers where C's rows are not 16-byte aligned (n % 8 != 0).
  *
  * Persistent blocks of CONSUMERS + 1 warpgroups take BM x BN tiles of C in grouped order;
  * warpgroup 0 produces (TMA copies of 128-wide k slices of A and W into a STAGES-deep ring), the
@@ -24,10 +29,38 @@ using namespace ktune_matmul_impl;
 
 constexpr int QWGMMA_BK = 128; /* a k slice: one 128-byte swizzled row of 8-bit elements */
 
-template <int BM, int BN, int STAGES> constexpr size_t qwgmma_smem_bytes()
+/* A consumer's epilogue inputs in shared memory: the scales of W and the bias of the tile's BN
+ * columns, then the scales of A of its WM rows, as fp32. */
+template <int BN, int WM> __host__ __device__ constexpr int qwgmma_epilogue_floats()
 {
-    /* the ring, two barriers a stage, and slack to align the ring to 1024 bytes */
-    return (size_t)STAGES * (BM + BN) * QWGMMA_BK + (size_t)STAGES * 2 * 8 + 1024;
+    return 2 * BN + WM;
+}
+
+template <int BM, int BN, int CONSUMERS, int STAGES> constexpr size_t qwgmma_smem_bytes()
+{
+    /* the ring, two staging buffers and the epilogue's inputs a consumer, two barriers a stage,
+     * and slack to align the ring to 1024 bytes (spaces/qmatmul.yaml states the same sum) */
+    return (size_t)STAGES * (BM + BN) * QWGMMA_BK + (size_t)CONSUMERS * 2 * STAGING_BYTES +
+           (size_t)CONSUMERS * qwgmma_epilogue_floats<BN, BM / CONSUMERS>() * 4 +
+           (size_t)STAGES * 2 * 8 + 1024;
+}
+
+/* Input e of a consumer's epilogue (qwgmma_epilogue_floats's order) for the tile at row0, col0;
+ * 0 outside m x n. */
+template <typename O, int BN>
+__device__ __forceinline__ float qwgmma_epilogue_input(const ktune_qmatmul_epilogue &ep, int e,
+                                                       int64_t row0, int64_t col0, int m, int n)
+{
+    if (e < 2 * BN) {
+        const int64_t col = col0 + e % BN;
+        if (col >= n)
+            return 0.f;
+        if (e < BN)
+            return __ldg(ep.w_scale + (ep.w_scale_per_channel ? col : 0));
+        return ep.bias ? ktune_common::to_float<O>(static_cast<const O *>(ep.bias)[col]) : 0.f;
+    }
+    const int64_t row = row0 + e - 2 * BN;
+    return row < m ? __ldg(ep.a_scale + (ep.a_scale_per_token ? row : 0)) : 0.f;
 }
 
 #define KTUNE_QWGMMA_R8 "%0, %1, %2, %3"
@@ -125,8 +158,9 @@ __device__ __forceinline__ void wgmma_m64k32(typename accumulator<Q>::type (&d)[
 template <typename Q, typename O, int BM, int BN, int CONSUMERS, int STAGES>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     qwgmma_kernel(const __grid_constant__ CUtensorMap map_a,
-                  const __grid_constant__ CUtensorMap map_w, O *__restrict__ c, int m, int n, int k,
-                  ktune_qmatmul_epilogue ep)
+                  const __grid_constant__ CUtensorMap map_w,
+                  const __grid_constant__ CUtensorMap map_c, O *__restrict__ c, int m, int n, int k,
+                  ktune_qmatmul_epilogue ep, int flags)
 {
     using acc_t = typename accumulator<Q>::type;
     constexpr int WM = BM / CONSUMERS, FM = WM / 64; /* a consumer's rows, in 64-row pieces */
@@ -137,7 +171,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char *const smem = smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024;
     unsigned char *const ring_a = smem, *const ring_w = smem + STAGES * A_BYTES;
-    uint64_t *const full = reinterpret_cast<uint64_t *>(smem + STAGES * (A_BYTES + W_BYTES));
+    unsigned char *const staging = smem + STAGES * (A_BYTES + W_BYTES);
+    constexpr int EPI = qwgmma_epilogue_floats<BN, WM>();
+    float *const epi_all = reinterpret_cast<float *>(staging + CONSUMERS * 2 * STAGING_BYTES);
+    uint64_t *const full = reinterpret_cast<uint64_t *>(epi_all + CONSUMERS * EPI);
     uint64_t *const empty = full + STAGES;
 
     const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN, tiles = tiles_m * tiles_n;
@@ -177,6 +214,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         registers_raise<232>();
     const int consumer = warpgroup - 1;
     const int warp = tid / 32, lane = tid % 32;
+    float *const epi = epi_all + consumer * EPI; /* w_scale[BN], bias[BN], a_scale[WM] */
+    int buffer = 0;                              /* the next staging buffer of this consumer */
     acc_t d[FM][BN / 2];
     /* fp8: the tensor cores keep fewer bits of a sum than fp32 does, so each slice's sums (128
      * k) are added into fp32 accumulators here, as cuBLASLt does unless told to accumulate fast */
@@ -184,6 +223,16 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     float total[PROMOTE ? FM : 1][PROMOTE ? BN / 2 : 1];
     int s = 0, phase = 0;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int tm, tn;
+        grouped_tile(tile, tiles_m, tiles_n, tm, tn);
+        const int row0 = tm * BM + consumer * WM, col0 = tn * BN;
+        /* the epilogue's inputs, loaded now and used after the multiplies */
+        float input[(EPI + 127) / 128];
+#pragma unroll
+        for (int i = 0; i < (EPI + 127) / 128; i++)
+            input[i] = tid + i * 128 < EPI
+                           ? qwgmma_epilogue_input<O, BN>(ep, tid + i * 128, row0, col0, m, n)
+                           : 0.f;
 #pragma unroll
         for (int f = 0; f < FM; f++)
 #pragma unroll
@@ -237,31 +286,39 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         if (tid == 0)
             barrier_arrive(&empty[released]);
 
-        int tm, tn;
-        grouped_tile(tile, tiles_m, tiles_n, tm, tn);
-        const int64_t row0 = (int64_t)tm * BM + consumer * WM, col0 = (int64_t)tn * BN;
+        warpgroup_sync(consumer); /* the previous tile's epilogue has read epi */
+#pragma unroll
+        for (int i = 0; i < (EPI + 127) / 128; i++)
+            if (tid + i * 128 < EPI)
+                epi[tid + i * 128] = input[i];
+        warpgroup_sync(consumer);
 #pragma unroll
         for (int f = 0; f < FM; f++) {
-            const int64_t row = row0 + f * 64 + warp * 16 + lane / 4;
-#pragma unroll
-            for (int j = 0; j < BN / 8; j++) {
-                const int64_t col = col0 + j * 8 + 2 * (lane % 4);
-                float v[4];
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    if constexpr (PROMOTE)
-                        v[i] = total[f][4 * j + i];
-                    else
-                        v[i] = (float)d[f][4 * j + i];
-                store_one<O>(c, row, col, m, n, v[0], ep);
-                store_one<O>(c, row, col + 1, m, n, v[1], ep);
-                store_one<O>(c, row + 8, col, m, n, v[2], ep);
-                store_one<O>(c, row + 8, col + 1, m, n, v[3], ep);
-            }
+            /* accumulator i = 4j + q: row warp * 16 + lane / 4 (+ 8 for q >= 2) of the piece,
+             * column 8j + 2 (lane % 4) (+ 1 for odd q) */
+            const auto value = [&](int i) {
+                const int r = f * 64 + warp * 16 + lane / 4 + (i % 4 >= 2 ? 8 : 0);
+                const int col = i / 4 * 8 + 2 * (lane % 4) + i % 2;
+                float sum;
+                if constexpr (PROMOTE)
+                    sum = total[f][i];
+                else
+                    sum = (float)d[f][i];
+                return sum * epi[2 * BN + r] * epi[col] + epi[BN + col];
+            };
+            if (flags & TMA_STORES)
+                store_fragment_tma<O, BN>(&map_c, staging + consumer * 2 * STAGING_BYTES, buffer,
+                                          row0 + f * 64, col0, value, tid, consumer);
+            else
+                store_fragment<O, BN>(c, (int64_t)row0 + f * 64 + warp * 16, col0, m, n, value,
+                                      lane, flags & PAIR_STORES);
         }
     }
+    if (tid == 0)
+        tma_store_wait_all(); /* shared memory stays until the last store has read it */
 #else
-    (void)map_a, (void)map_w, (void)c, (void)m, (void)n, (void)k, (void)ep;
+    (void)map_a, (void)map_w, (void)map_c, (void)c, (void)m, (void)n, (void)k, (void)ep,
+        (void)flags;
 #endif
 }
 
@@ -305,19 +362,24 @@ template <int BM, int BN, int CONSUMERS, int STAGES> struct qwgmma_launcher {
         const int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
         if (tiles > INT32_MAX)
             return cudaErrorInvalidValue;
-        CUtensorMap map_a, map_w;
+        CUtensorMap map_a, map_w, map_c;
         if (!byte_tensor_map(&map_a, a, m, k, BM) || !byte_tensor_map(&map_w, w, n, k, BN))
             return cudaErrorInvalidValue;
+        int flags = n % 2 == 0 && (uintptr_t)c % 4 == 0 ? PAIR_STORES : 0;
+        if (tensor_map<O>(&map_c, c, m, n, 64))
+            flags |= TMA_STORES;
+        else
+            map_c = map_a; /* unused */
         constexpr auto kernel = qwgmma_kernel<Q, O, BM, BN, CONSUMERS, STAGES>;
         const dim3 block((CONSUMERS + 1) * 128);
-        constexpr size_t smem = qwgmma_smem_bytes<BM, BN, STAGES>();
+        constexpr size_t smem = qwgmma_smem_bytes<BM, BN, CONSUMERS, STAGES>();
         unsigned grid;
         const cudaError_t e =
             ktune_launch::persistent_grid<kernel>(block, dim3(1, 1, 1), smem, tiles, &grid);
         if (e != cudaSuccess)
             return e;
         return ktune_launch::launch(kernel, dim3(grid), block, dim3(1, 1, 1), smem, s, map_a, map_w,
-                                    (O *)c, (int)m, (int)n, (int)k, ep);
+                                    map_c, (O *)c, (int)m, (int)n, (int)k, ep, flags);
     }
 };
 
