@@ -92,26 +92,26 @@ __device__ __forceinline__ float qwgmma_epilogue_input(const ktune_qmatmul_epilo
         KTUNE_QWGMMA_V32(C, 96)
 #define KTUNE_QWGMMA_INT(x) "+r"(x)
 #define KTUNE_QWGMMA_FLOAT(x) "+f"(x)
-/* d (64 x N) += a (64 x 32) * b (N x 32)^T on descriptors; A, B, S the operand numbers of da, db
- * and the scale-d flag. int8: no operand scales; e4m3: both 1. */
+/* d (64 x N) = a (64 x 32) * b (N x 32)^T (+ d where accumulate is not 0) on descriptors; A, B,
+ * S the operand numbers of da, db and accumulate. int8: no operand scales; e4m3: both 1. */
 #define KTUNE_QWGMMA_S8(N, A, B, S)                                                                \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #S ", 0;\n"                                  \
                  "wgmma.mma_async.sync.aligned.m64n" #N "k32.s32.s8.s8 {" KTUNE_QWGMMA_R##N       \
                  "}, %" #A ", %" #B ", p;\n}\n"                                                    \
                  : KTUNE_QWGMMA_D##N(KTUNE_QWGMMA_INT)                                             \
-                 : "l"(da), "l"(db), "n"(1))
+                 : "l"(da), "l"(db), "r"(accumulate))
 #define KTUNE_QWGMMA_E4M3(N, A, B, S)                                                              \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #S ", 0;\n"                                  \
                  "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 {" KTUNE_QWGMMA_R##N   \
                  "}, %" #A ", %" #B ", p, 1, 1;\n}\n"                                              \
                  : KTUNE_QWGMMA_D##N(KTUNE_QWGMMA_FLOAT)                                           \
-                 : "l"(da), "l"(db), "n"(1))
+                 : "l"(da), "l"(db), "r"(accumulate))
 
-/* One warpgroup's d (64 x N) += a b^T over a 32-wide k step; both tiles K-major in shared memory,
- * the fragment laid out as wgmma_m64k16's (ktune_matmul_impl). */
+/* One warpgroup's d (64 x N) = a b^T (+ d where accumulate is not 0) over a 32-wide k step; both
+ * tiles K-major in shared memory, the fragment laid out as wgmma_m64k16's (ktune_matmul_impl). */
 template <typename Q, int N>
 __device__ __forceinline__ void wgmma_m64k32(typename accumulator<Q>::type (&d)[N / 2], uint64_t da,
-                                             uint64_t db)
+                                             uint64_t db, int accumulate)
 {
 #ifdef KTUNE_WGMMA_DEVICE
     if constexpr (std::is_same<Q, int8_t>::value) {
@@ -134,7 +134,7 @@ __device__ __forceinline__ void wgmma_m64k32(typename accumulator<Q>::type (&d)[
         }
     }
 #else
-    (void)d, (void)da, (void)db;
+    (void)d, (void)da, (void)db, (void)accumulate;
 #endif
 }
 
@@ -154,6 +154,45 @@ __device__ __forceinline__ void wgmma_m64k32(typename accumulator<Q>::type (&d)[
 #undef KTUNE_QWGMMA_R32
 #undef KTUNE_QWGMMA_R16
 #undef KTUNE_QWGMMA_R8
+
+#ifdef KTUNE_WGMMA_DEVICE
+/* Issues the multiplies of one ring stage (128 k: four k32 steps) of a consumer into d: d = the
+ * stage's products where fresh, d += them otherwise; rows f * 64 .. of the a tile times the b
+ * tile (N rows) transposed, both 128-byte swizzled rows at shared addresses a_tile and b_tile.
+ * Commits them as one group and returns without waiting. */
+template <typename Q, int N, int FM>
+__device__ __forceinline__ void qwgmma_slice(typename accumulator<Q>::type (&d)[FM][N / 2],
+                                             uint32_t a_tile, uint32_t b_tile, bool fresh)
+{
+#pragma unroll
+    for (int f = 0; f < FM; f++)
+        wgmma_fence_registers(d[f]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < QWGMMA_BK / 32; kk++)
+#pragma unroll
+        for (int f = 0; f < FM; f++)
+            wgmma_m64k32<Q, N>(d[f], wgmma_desc(a_tile + f * 64 * 128 + kk * 32),
+                               wgmma_desc(b_tile + kk * 32), kk > 0 || !fresh);
+    wgmma_commit();
+#pragma unroll
+    for (int f = 0; f < FM; f++)
+        wgmma_fence_registers(d[f]);
+}
+
+/* total += d, once d's multiplies are done. */
+template <int FM, int N>
+__device__ __forceinline__ void qwgmma_promote(float (&total)[FM][N / 2], float (&d)[FM][N / 2])
+{
+#pragma unroll
+    for (int f = 0; f < FM; f++) {
+        wgmma_fence_registers(d[f]);
+#pragma unroll
+        for (int i = 0; i < N / 2; i++)
+            total[f][i] += d[f][i];
+    }
+}
+#endif
 
 template <typename Q, typename O, int BM, int BN, int CONSUMERS, int STAGES>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
@@ -216,10 +255,15 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     const int warp = tid / 32, lane = tid % 32;
     float *const epi = epi_all + consumer * EPI; /* w_scale[BN], bias[BN], a_scale[WM] */
     int buffer = 0;                              /* the next staging buffer of this consumer */
-    acc_t d[FM][BN / 2];
-    /* fp8: the tensor cores keep fewer bits of a sum than fp32 does, so each slice's sums (128
-     * k) are added into fp32 accumulators here, as cuBLASLt does unless told to accumulate fast */
+    /* int8: one set of accumulators, the stages' multiplies chained on it. fp8: the tensor cores
+     * keep fewer bits of a sum than fp32 does, so each stage's sums (128 k) are added into fp32
+     * totals, as cuBLASLt does unless told to accumulate fast: two sets take the stages in turn,
+     * one adding into the totals while the other's multiplies run, where the registers allow
+     * three sets (ptxas allots a thread 65536 / the block's threads, whatever setmaxnreg gives
+     * later); otherwise one set, each stage's multiplies waited for before its sums are added */
     constexpr bool PROMOTE = !std::is_same<Q, int8_t>::value;
+    constexpr bool TWO_SETS = PROMOTE && (CONSUMERS == 1 || FM * BN / 2 <= 32);
+    acc_t d[FM][BN / 2], d2[TWO_SETS ? FM : 1][TWO_SETS ? BN / 2 : 1];
     float total[PROMOTE ? FM : 1][PROMOTE ? BN / 2 : 1];
     int s = 0, phase = 0;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
@@ -233,45 +277,37 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             input[i] = tid + i * 128 < EPI
                            ? qwgmma_epilogue_input<O, BN>(ep, tid + i * 128, row0, col0, m, n)
                            : 0.f;
+        if constexpr (PROMOTE)
 #pragma unroll
-        for (int f = 0; f < FM; f++)
+            for (int f = 0; f < FM; f++)
 #pragma unroll
-            for (int i = 0; i < BN / 2; i++) {
-                d[f][i] = 0;
-                if constexpr (PROMOTE)
+                for (int i = 0; i < BN / 2; i++)
                     total[f][i] = 0.f;
-            }
-        int released = -1;
+        int released = -1; /* the stage whose multiplies may still be in flight */
         for (int kt = 0; kt < ktiles; kt++) {
             barrier_wait(&full[s], phase);
             const uint32_t a_tile = smem_addr(ring_a + s * A_BYTES) + consumer * WM * 128,
                            b_tile = smem_addr(ring_w + s * W_BYTES);
-#pragma unroll
-            for (int f = 0; f < FM; f++)
-                wgmma_fence_registers(d[f]);
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < QWGMMA_BK / 32; kk++)
-#pragma unroll
-                for (int f = 0; f < FM; f++)
-                    wgmma_m64k32<Q, BN>(d[f], wgmma_desc(a_tile + f * 64 * 128 + kk * 32),
-                                        wgmma_desc(b_tile + kk * 32));
-            wgmma_commit();
-#pragma unroll
-            for (int f = 0; f < FM; f++)
-                wgmma_fence_registers(d[f]);
-            if constexpr (PROMOTE) {
+            if constexpr (PROMOTE && !TWO_SETS) {
+                qwgmma_slice<Q, BN, FM>(d, a_tile, b_tile, true);
                 wgmma_wait<0>();
-#pragma unroll
-                for (int f = 0; f < FM; f++) {
-                    wgmma_fence_registers(d[f]);
-#pragma unroll
-                    for (int i = 0; i < BN / 2; i++) {
-                        total[f][i] += d[f][i];
-                        d[f][i] = 0.f;
-                    }
+                qwgmma_promote<FM, BN>(total, d);
+            } else if constexpr (PROMOTE) {
+                /* stage kt into one set; once stage kt - 1's are done, the other set into the
+                 * totals (a branch a set: registers are not indexed at run time) */
+                if (kt % 2 == 0)
+                    qwgmma_slice<Q, BN, FM>(d, a_tile, b_tile, true);
+                else
+                    qwgmma_slice<Q, BN, FM>(d2, a_tile, b_tile, true);
+                wgmma_wait<1>();
+                if (kt > 0) {
+                    if (kt % 2 == 0)
+                        qwgmma_promote<FM, BN>(total, d2);
+                    else
+                        qwgmma_promote<FM, BN>(total, d);
                 }
             } else {
+                qwgmma_slice<Q, BN, FM>(d, a_tile, b_tile, kt == 0);
                 wgmma_wait<1>();
             }
             if (released >= 0 && tid == 0)
@@ -280,9 +316,16 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             ring_next<STAGES>(s, phase);
         }
         wgmma_wait<0>();
+        if constexpr (TWO_SETS) {
+            if ((ktiles - 1) % 2 == 0)
+                qwgmma_promote<FM, BN>(total, d);
+            else
+                qwgmma_promote<FM, BN>(total, d2);
+        } else {
 #pragma unroll
-        for (int f = 0; f < FM; f++)
-            wgmma_fence_registers(d[f]);
+            for (int f = 0; f < FM; f++)
+                wgmma_fence_registers(d[f]);
+        }
         if (tid == 0)
             barrier_arrive(&empty[released]);
 
