@@ -258,11 +258,11 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     /* int8: one set of accumulators, the stages' multiplies chained on it. fp8: the tensor cores
      * keep fewer bits of a sum than fp32 does, so each stage's sums (128 k) are added into fp32
      * totals, as cuBLASLt does unless told to accumulate fast: two sets take the stages in turn,
-     * one adding into the totals while the other's multiplies run, where the registers allow
-     * three sets (ptxas allots a thread 65536 / the block's threads, whatever setmaxnreg gives
-     * later); otherwise one set, each stage's multiplies waited for before its sums are added */
+     * one adding into the totals while the other's multiplies run, where three sets of 32 fit
+     * (ptxas spills three sets of 64 even in a block of one consumer); otherwise one set, each
+     * stage's multiplies waited for before its sums are added */
     constexpr bool PROMOTE = !std::is_same<Q, int8_t>::value;
-    constexpr bool TWO_SETS = PROMOTE && (CONSUMERS == 1 || FM * BN / 2 <= 32);
+    constexpr bool TWO_SETS = PROMOTE && FM * BN / 2 <= 32;
     acc_t d[FM][BN / 2], d2[TWO_SETS ? FM : 1][TWO_SETS ? BN / 2 : 1];
     float total[PROMOTE ? FM : 1][PROMOTE ? BN / 2 : 1];
     int s = 0, phase = 0;
