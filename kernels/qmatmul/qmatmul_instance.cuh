@@ -22,5 +22,5 @@ typedef cudaError_t ktune__qmatmul_launch_t(const void *a, const void *w, void *
     KTUNE_QMATMUL_DEFINE_(fn, ktune_qmatmul_impl::decode_launcher<warps, unroll, mtiles, rtiles>)
 #define KTUNE_QMATMUL_DEFINE_MMA(fn, bm, bn, bk, wm, wn, stages, split)                           \
     KTUNE_QMATMUL_DEFINE_(fn, ktune_qmatmul_impl::qmma_launcher<bm, bn, bk, wm, wn, stages, split>)
-#define KTUNE_QMATMUL_DEFINE_WGMMA(fn, bm, bn, consumers, stages)                                  \
-    KTUNE_QMATMUL_DEFINE_(fn, ktune_qmatmul_impl::qwgmma_launcher<bm, bn, consumers, stages>)
+#define KTUNE_QMATMUL_DEFINE_WGMMA(fn, bm, bn, consumers, stages, split)                           \
+    KTUNE_QMATMUL_DEFINE_(fn, ktune_qmatmul_impl::qwgmma_launcher<bm, bn, consumers, stages, split>)

@@ -11,6 +11,10 @@
  * consumer's share stored as bf16 or f16 through matmul's TMA stores (64 x 64 chunks through two
  * staging buffers), or from registers where C's rows are not 16-byte aligned (n % 8 != 0).
  *
+ * SPLIT > 1 (few output tiles, long k): a cluster of SPLIT blocks a tile, each multiplying a share
+ * of k; their partial sums meet in distributed shared memory (where the ring was), each block
+ * adds up a share of the tile and stores it through the epilogue.
+ *
  * Persistent blocks of CONSUMERS + 1 warpgroups take BM x BN tiles of C in grouped order;
  * warpgroup 0 produces (TMA copies of 128-wide k slices of A and W into a STAGES-deep ring), the
  * consumers multiply, each over BM / CONSUMERS rows. Tails in m, n and k: TMA fills parts of a box
@@ -194,7 +198,7 @@ __device__ __forceinline__ void qwgmma_promote(float (&total)[FM][N / 2], float 
 }
 #endif
 
-template <typename Q, typename O, int BM, int BN, int CONSUMERS, int STAGES>
+template <typename Q, typename O, int BM, int BN, int CONSUMERS, int STAGES, int SPLIT>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     qwgmma_kernel(const __grid_constant__ CUtensorMap map_a,
                   const __grid_constant__ CUtensorMap map_w,
@@ -205,6 +209,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     constexpr int WM = BM / CONSUMERS, FM = WM / 64; /* a consumer's rows, in 64-row pieces */
     static_assert(WM % 64 == 0 && FM * BN / 2 <= 128, "64-row pieces, at most 128 accumulators");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
+    static_assert(SPLIT == 1 || (size_t)STAGES * (BM + BN) * QWGMMA_BK >= (size_t)BM * BN * 4,
+                  "a split's tile of partial sums takes the ring's place");
 #ifdef KTUNE_WGMMA_DEVICE
     constexpr uint32_t A_BYTES = BM * QWGMMA_BK, W_BYTES = BN * QWGMMA_BK;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -219,6 +225,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN, tiles = tiles_m * tiles_n;
     const int ktiles = (k + QWGMMA_BK - 1) / QWGMMA_BK;
     const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
+    /* SPLIT > 1: the cluster's blocks each take a share of k of one tile */
+    const int split = SPLIT > 1 ? (int)ktune_cluster::rank() : 0;
+    const int kt0 = (int)((int64_t)ktiles * split / SPLIT),
+              kt1 = (int)((int64_t)ktiles * (split + 1) / SPLIT);
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
@@ -237,7 +247,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
                 int tm, tn;
                 grouped_tile(tile, tiles_m, tiles_n, tm, tn);
-                for (int kt = 0; kt < ktiles; kt++) {
+                for (int kt = kt0; kt < kt1; kt++) {
                     barrier_wait(&empty[s], phase ^ 1);
                     barrier_expect(&full[s], A_BYTES + W_BYTES);
                     tma_load(ring_a + s * A_BYTES, &map_a, kt * QWGMMA_BK, tm * BM, &full[s]);
@@ -245,6 +255,11 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                     ring_next<STAGES>(s, phase);
                 }
             }
+        }
+        if constexpr (SPLIT > 1) { /* the consumers' three cluster barriers (below) */
+            ktune_cluster::sync();
+            ktune_cluster::sync();
+            ktune_cluster::sync();
         }
         return;
     }
@@ -270,11 +285,12 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         int tm, tn;
         grouped_tile(tile, tiles_m, tiles_n, tm, tn);
         const int row0 = tm * BM + consumer * WM, col0 = tn * BN;
-        /* the epilogue's inputs, loaded now and used after the multiplies */
+        /* the epilogue's inputs, loaded now and used after the multiplies (a split's sums are
+         * scaled where they are added up, below) */
         float input[(EPI + 127) / 128];
 #pragma unroll
         for (int i = 0; i < (EPI + 127) / 128; i++)
-            input[i] = tid + i * 128 < EPI
+            input[i] = SPLIT == 1 && tid + i * 128 < EPI
                            ? qwgmma_epilogue_input<O, BN>(ep, tid + i * 128, row0, col0, m, n)
                            : 0.f;
         if constexpr (PROMOTE)
@@ -283,8 +299,15 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 #pragma unroll
                 for (int i = 0; i < BN / 2; i++)
                     total[f][i] = 0.f;
+        if (kt1 == kt0) /* a split without a share of k (k shorter than the splits) */
+#pragma unroll
+            for (int f = 0; f < FM; f++)
+#pragma unroll
+                for (int i = 0; i < BN / 2; i++)
+                    d[f][i] = 0;
         int released = -1; /* the stage whose multiplies may still be in flight */
-        for (int kt = 0; kt < ktiles; kt++) {
+        for (int kt = kt0; kt < kt1; kt++) {
+            const int j = kt - kt0; /* the stage's place in this block's share */
             barrier_wait(&full[s], phase);
             const uint32_t a_tile = smem_addr(ring_a + s * A_BYTES) + consumer * WM * 128,
                            b_tile = smem_addr(ring_w + s * W_BYTES);
@@ -295,19 +318,19 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             } else if constexpr (PROMOTE) {
                 /* stage kt into one set; once stage kt - 1's are done, the other set into the
                  * totals (a branch a set: registers are not indexed at run time) */
-                if (kt % 2 == 0)
+                if (j % 2 == 0)
                     qwgmma_slice<Q, BN, FM>(d, a_tile, b_tile, true);
                 else
                     qwgmma_slice<Q, BN, FM>(d2, a_tile, b_tile, true);
                 wgmma_wait<1>();
-                if (kt > 0) {
-                    if (kt % 2 == 0)
+                if (j > 0) {
+                    if (j % 2 == 0)
                         qwgmma_promote<FM, BN>(total, d2);
                     else
                         qwgmma_promote<FM, BN>(total, d);
                 }
             } else {
-                qwgmma_slice<Q, BN, FM>(d, a_tile, b_tile, kt == 0);
+                qwgmma_slice<Q, BN, FM>(d, a_tile, b_tile, j == 0);
                 wgmma_wait<1>();
             }
             if (released >= 0 && tid == 0)
@@ -317,17 +340,62 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         }
         wgmma_wait<0>();
         if constexpr (TWO_SETS) {
-            if ((ktiles - 1) % 2 == 0)
+            if (kt1 > kt0 && (kt1 - kt0 - 1) % 2 == 0)
                 qwgmma_promote<FM, BN>(total, d);
-            else
+            else if (kt1 > kt0)
                 qwgmma_promote<FM, BN>(total, d2);
         } else {
 #pragma unroll
             for (int f = 0; f < FM; f++)
                 wgmma_fence_registers(d[f]);
         }
-        if (tid == 0)
+        if (tid == 0 && released >= 0)
             barrier_arrive(&empty[released]);
+
+        if constexpr (SPLIT > 1) {
+            /* every block's partial sums into its shared memory, where the ring was (its loads
+             * and multiplies are all done once the cluster meets), then each block adds up a
+             * share of the tile from all of them and stores it through the epilogue */
+            ktune_cluster::sync();
+            struct alignas(8) sum_pair {
+                acc_t x, y;
+            };
+            sum_pair *const sums = reinterpret_cast<sum_pair *>(smem);
+#pragma unroll
+            for (int f = 0; f < FM; f++)
+#pragma unroll
+                for (int j = 0; j < BN / 8; j++) {
+                    const int r = consumer * WM + f * 64 + warp * 16 + lane / 4,
+                              col = j * 8 + 2 * (lane % 4);
+                    if constexpr (PROMOTE) {
+                        sums[(r * BN + col) / 2] = sum_pair{total[f][4 * j], total[f][4 * j + 1]};
+                        sums[((r + 8) * BN + col) / 2] =
+                            sum_pair{total[f][4 * j + 2], total[f][4 * j + 3]};
+                    } else {
+                        sums[(r * BN + col) / 2] = sum_pair{d[f][4 * j], d[f][4 * j + 1]};
+                        sums[((r + 8) * BN + col) / 2] = sum_pair{d[f][4 * j + 2], d[f][4 * j + 3]};
+                    }
+                }
+            ktune_cluster::sync();
+            constexpr int PAIRS = BM * BN / 2;
+            const int begin = PAIRS * split / SPLIT, end = PAIRS * (split + 1) / SPLIT;
+            for (int i = begin + consumer * 128 + tid; i < end; i += CONSUMERS * 128) {
+                acc_t x = 0, y = 0;
+#pragma unroll
+                for (int q = 0; q < SPLIT; q++) {
+                    const sum_pair v = ktune_cluster::map(sums, q)[i];
+                    x += v.x;
+                    y += v.y;
+                }
+                const int64_t row = (int64_t)tm * BM + 2 * i / BN, col = (int64_t)col0 + 2 * i % BN;
+                if (row < m && col < n)
+                    store_pair(c, row, col, m, n, epilogue_value<O>((float)x, ep, row, col),
+                               col + 1 < n ? epilogue_value<O>((float)y, ep, row, col + 1) : 0.f,
+                               flags & PAIR_STORES);
+            }
+            ktune_cluster::sync(); /* no block leaves while another reads its sums */
+            continue;
+        }
 
         warpgroup_sync(consumer); /* the previous tile's epilogue has read epi */
 #pragma unroll
@@ -383,7 +451,7 @@ inline bool byte_tensor_map(CUtensorMap *map, const void *base, int64_t rows, in
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int BM, int BN, int CONSUMERS, int STAGES> struct qwgmma_launcher {
+template <int BM, int BN, int CONSUMERS, int STAGES, int SPLIT> struct qwgmma_launcher {
     template <typename Q, typename O>
     static cudaError_t run(const void *a, const void *w, void *c, int64_t m, int64_t n, int64_t k,
                            const ktune_qmatmul_epilogue &ep, cudaStream_t s)
@@ -413,9 +481,13 @@ template <int BM, int BN, int CONSUMERS, int STAGES> struct qwgmma_launcher {
             flags |= TMA_STORES;
         else
             map_c = map_a; /* unused */
-        constexpr auto kernel = qwgmma_kernel<Q, O, BM, BN, CONSUMERS, STAGES>;
+        constexpr auto kernel = qwgmma_kernel<Q, O, BM, BN, CONSUMERS, STAGES, SPLIT>;
         const dim3 block((CONSUMERS + 1) * 128);
         constexpr size_t smem = qwgmma_smem_bytes<BM, BN, CONSUMERS, STAGES>();
+        if constexpr (SPLIT > 1) /* a cluster a tile, each of its blocks a share of k */
+            return ktune_launch::launch(kernel, dim3((unsigned)tiles, SPLIT), block,
+                                        dim3(1, SPLIT, 1), smem, s, map_a, map_w, map_c, (O *)c,
+                                        (int)m, (int)n, (int)k, ep, flags);
         unsigned grid;
         const cudaError_t e =
             ktune_launch::persistent_grid<kernel>(block, dim3(1, 1, 1), smem, tiles, &grid);

@@ -143,11 +143,10 @@ wait $pid || bad "--gpus with a killed worker exited $?"
 [ -n "$killed" ] || bad "found no worker of GPU 1 to kill"
 restarts() { grep -o 'worker restarts [0-9]*' "$1/summary.txt" | grep -o '[0-9]*$'; }
 r0=$(restarts "$work/mk/gpu0") r1=$(restarts "$work/mk/gpu1")
-# the same sweep without the kill (mg): the same restarts on GPU 0; on GPU 1 one more, or the
-# same where the kill took a worker that a crashing or hanging config was about to end anyway
-# (that trial then reads "signal 9")
-[ "$r0" -eq "$(restarts "$work/mg/gpu0")" ] &&
-  { [ "$r1" -eq $(($(restarts "$work/mg/gpu1") + 1)) ] || grep -q "signal 9" "$work/mk/gpu1/trials.csv"; } ||
+# GPU 0 as in the same sweep without the kill (mg); GPU 1 restarted its worker, recorded the
+# trial it killed, or neither where the kill took a worker its sweep was ending anyway (a hanging
+# config's), so only its completeness is asserted
+[ "$r0" -eq "$(restarts "$work/mg/gpu0")" ] ||
   bad "restarts: GPU 0 $r0, GPU 1 $r1; without the kill $(restarts "$work/mg/gpu0") and $(restarts "$work/mg/gpu1")"
 grep -q "signal 9" "$work/mk/gpu0/trials.csv" && bad "GPU 0 recorded GPU 1's kill"
 for g in 0 1; do
