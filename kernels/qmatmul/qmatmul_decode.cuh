@@ -6,25 +6,53 @@
  * 16 bytes of the activation row g: over a slab, that is the A and B fragments of two m16n8k32
  * multiplies, k permuted the same way in both (lane t of a group holds k 16t .. 16t + 15 of the
  * slab, the first 8 for one multiply and the last 8 for the other). UNROLL slabs are loaded before
- * they are multiplied, so that each lane has UNROLL * RTILES * 32 bytes of W in flight. The warps'
- * sums meet in shared memory; the epilogue scales, adds the bias and stores.
+ * they are multiplied, so that each lane has UNROLL * RTILES * 32 bytes of W in flight. fp8 on a
+ * device whose e4m3 mma.sync is two f16 ones on converted fragments (sm_90): the fragments are
+ * converted here, W's once for all MTILES tiles of A, and multiplied as f16 (exact products, fp32
+ * sums). The warps' sums meet in shared memory; the epilogue scales, adds the bias and stores.
  *
  * k % 16 == 0 and 16-byte aligned A and W (the family's rules): a lane's 16 bytes are all inside
  * k or all beyond it. */
 #pragma once
 
+#include "../matmul/matmul_common.cuh"
 #include "qmatmul_common.cuh"
 
 namespace ktune_qmatmul_impl {
 
-/* 16 bytes that skip L1 and are not kept: W is read once. */
-__device__ __forceinline__ uint4 load_stream(const void *p)
+/* Whether the fp8 multiplies go through f16 fragments converted here: on sm_90, whose e4m3
+ * mma.sync the compiler turns into conversions and f16 multiplies for every instruction. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+constexpr bool FP8_AS_F16 = true;
+#else
+constexpr bool FP8_AS_F16 = false;
+#endif
+
+/* An e4m3 fragment register (four values, the first in the low byte) as two f16 pairs: lo the
+ * first two values, hi the last two. */
+__device__ __forceinline__ void e4m3x4_to_f16(uint32_t v, uint32_t &lo, uint32_t &hi)
 {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
+    const __half2_raw l = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(v & 0xffff), __NV_E4M3);
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(v >> 16), __NV_E4M3);
+    lo = (uint32_t)l.x | (uint32_t)l.y << 16;
+    hi = (uint32_t)h.x | (uint32_t)h.y << 16;
+}
+
+/* m16n8k32's A fragment of e4m3 (a[4]) as the A fragments of two m16n8k16 f16 multiplies, k
+ * permuted: the first takes a[0] and a[1] (values 0, 1 as its k 2t, 2t + 1 and 2, 3 as 8 + 2t,
+ * 9 + 2t), the second a[2] and a[3]. e4m3_b_to_f16 permutes B's k the same way. */
+__device__ __forceinline__ void e4m3_a_to_f16(const uint32_t (&a)[4], uint32_t (&h)[2][4])
+{
+    e4m3x4_to_f16(a[0], h[0][0], h[0][2]);
+    e4m3x4_to_f16(a[1], h[0][1], h[0][3]);
+    e4m3x4_to_f16(a[2], h[1][0], h[1][2]);
+    e4m3x4_to_f16(a[3], h[1][1], h[1][3]);
+}
+
+__device__ __forceinline__ void e4m3_b_to_f16(const uint32_t (&b)[2], uint32_t (&h)[2][2])
+{
+    e4m3x4_to_f16(b[0], h[0][0], h[0][1]);
+    e4m3x4_to_f16(b[1], h[1][0], h[1][1]);
 }
 
 template <typename Q, typename O, int WARPS, int UNROLL, int MTILES, int RTILES>
@@ -72,7 +100,7 @@ __global__ void __launch_bounds__(WARPS * 32)
             for (int r = 0; r < RTILES; r++)
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
-                    const uint4 v = load_stream(wrow[r][h] + at);
+                    const uint4 v = ktune_matmul_impl::load_stream(wrow[r][h] + at);
                     wv[u][r][h] = in && wok[r][h] ? v : make_uint4(0, 0, 0, 0);
                 }
 #pragma unroll
@@ -84,15 +112,36 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
         for (int u = 0; u < UNROLL; u++)
 #pragma unroll
-            for (int r = 0; r < RTILES; r++)
+            for (int r = 0; r < RTILES; r++) {
+                const uint4 lo = wv[u][r][0], hi = wv[u][r][1];
+                const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y}, a1[4] = {lo.z, hi.z, lo.w, hi.w};
+                if constexpr (!std::is_same<Q, int8_t>::value && FP8_AS_F16) {
+                    uint32_t h0[2][4], h1[2][4];
+                    e4m3_a_to_f16(a0, h0);
+                    e4m3_a_to_f16(a1, h1);
 #pragma unroll
-                for (int mt = 0; mt < MTILES; mt++) {
-                    const uint4 lo = wv[u][r][0], hi = wv[u][r][1], x = av[u][mt];
-                    const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y}, b0[2] = {x.x, x.y};
-                    const uint32_t a1[4] = {lo.z, hi.z, lo.w, hi.w}, b1[2] = {x.z, x.w};
-                    mma_16832(d[r][mt], a0, b0);
-                    mma_16832(d[r][mt], a1, b1);
+                    for (int mt = 0; mt < MTILES; mt++) {
+                        const uint4 x = av[u][mt];
+                        const uint32_t b0[2] = {x.x, x.y}, b1[2] = {x.z, x.w};
+                        uint32_t g0[2][2], g1[2][2];
+                        e4m3_b_to_f16(b0, g0);
+                        e4m3_b_to_f16(b1, g1);
+#pragma unroll
+                        for (int half = 0; half < 2; half++) {
+                            ktune_matmul_impl::mma_16816<__half>(d[r][mt], h0[half], g0[half]);
+                            ktune_matmul_impl::mma_16816<__half>(d[r][mt], h1[half], g1[half]);
+                        }
+                    }
+                } else {
+#pragma unroll
+                    for (int mt = 0; mt < MTILES; mt++) {
+                        const uint4 x = av[u][mt];
+                        const uint32_t b0[2] = {x.x, x.y}, b1[2] = {x.z, x.w};
+                        mma_16832(d[r][mt], a0, b0);
+                        mma_16832(d[r][mt], a1, b1);
+                    }
                 }
+            }
     }
 
     /* the warps' sums meet in shared memory, then each thread of the block finishes some */
