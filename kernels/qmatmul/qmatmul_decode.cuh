@@ -7,9 +7,9 @@
  * multiplies, k permuted the same way in both (lane t of a group holds k 16t .. 16t + 15 of the
  * slab, the first 8 for one multiply and the last 8 for the other). UNROLL slabs are loaded before
  * they are multiplied, so that each lane has UNROLL * RTILES * 32 bytes of W in flight. fp8 on a
- * device whose e4m3 mma.sync is two f16 ones on converted fragments (sm_90): the fragments are
- * converted here, W's once for all MTILES tiles of A, and multiplied as f16 (exact products, fp32
- * sums). The warps' sums meet in shared memory; the epilogue scales, adds the bias and stores.
+ * device whose e4m3 mma.sync is two f16 ones on converted fragments (sm_90), with MTILES > 1: the
+ * fragments are converted here, W's once for all MTILES tiles of A, and multiplied as f16 (exact
+ * products, fp32 sums); with one tile the compiler's own conversion is the faster. The warps' sums meet in shared memory; the epilogue scales, adds the bias and stores.
  *
  * k % 16 == 0 and 16-byte aligned A and W (the family's rules): a lane's 16 bytes are all inside
  * k or all beyond it. */
@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(WARPS * 32)
             for (int r = 0; r < RTILES; r++) {
                 const uint4 lo = wv[u][r][0], hi = wv[u][r][1];
                 const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y}, a1[4] = {lo.z, hi.z, lo.w, hi.w};
-                if constexpr (!std::is_same<Q, int8_t>::value && FP8_AS_F16) {
+                if constexpr (!std::is_same<Q, int8_t>::value && FP8_AS_F16 && MTILES > 1) {
                     uint32_t h0[2][4], h1[2][4];
                     e4m3_a_to_f16(a0, h0);
                     e4m3_a_to_f16(a1, h1);
