@@ -270,8 +270,25 @@ static void meta_text(const ktune_node *meta, const char *key, char *dst, size_t
     yaml_text(dst, size, v && v->kind == KTUNE_NODE_SCALAR ? v->value : "unknown", 200);
 }
 
+/* One entry of a merged run's list: a run's own metadata (item: its meta.yaml, or an entry of the
+ * list of a run that was itself merged). */
+static void merged_entry(const ktune_node *item, ktune_buf *b)
+{
+    char run_name[256], shard[64], gpu[64], uuid[64], state[256];
+    meta_text(item, "name", run_name, sizeof run_name);
+    meta_text(item, "shard", shard, sizeof shard);
+    meta_text(item, "gpu", gpu, sizeof gpu);
+    meta_text(item, "gpu_uuid", uuid, sizeof uuid);
+    meta_text(item, "gpu_state_start", state, sizeof state);
+    ktune_buf_printf(b,
+                     "  - {name: \"%s\", shard: \"%s\", gpu: \"%s\", gpu_uuid: \"%s\", "
+                     "gpu_state_start: \"%s\"}\n",
+                     run_name, shard, gpu, uuid, state);
+}
+
 /* The merged run's meta.yaml: the first run's, named after out, without what was one run's own
- * (its shard, GPU and the GPU's state), and a list of the merged runs with those. */
+ * (its shard, GPU and the GPU's state, or its own list of merged runs), and a list of the merged
+ * runs with those (a merged run's list in place of that run). */
 static int merged_meta(const char *out, const char *const *runs, int count, ktune_buf *b,
                        ktune_err *err)
 {
@@ -281,7 +298,8 @@ static int merged_meta(const char *out, const char *const *runs, int count, ktun
     char *first = ktune_file_read(path, &len, err);
     if (!first)
         return -1;
-    static const char *const own[] = {"shard:", "gpu:", "gpu_uuid:", "gpu_state_start:", NULL};
+    static const char *const own[] = {"shard:",  "gpu:", "gpu_uuid:", "gpu_state_start:",
+                                      "merged:", "  - ", NULL};
     const char *base = strrchr(out, '/');
     char name[256];
     yaml_text(name, sizeof name, base ? base + 1 : out, 200);
@@ -304,17 +322,13 @@ static int merged_meta(const char *out, const char *const *runs, int count, ktun
         ktune_node *meta = ktune_yaml_load(path, err);
         if (!meta)
             return -1;
-        char run_name[256], shard[64], gpu[64], uuid[64], state[256];
-        meta_text(meta, "name", run_name, sizeof run_name);
-        meta_text(meta, "shard", shard, sizeof shard);
-        meta_text(meta, "gpu", gpu, sizeof gpu);
-        meta_text(meta, "gpu_uuid", uuid, sizeof uuid);
-        meta_text(meta, "gpu_state_start", state, sizeof state);
+        const ktune_node *list = ktune_map_get(meta, "merged");
+        if (list && list->kind == KTUNE_NODE_SEQ)
+            for (int i = 0; i < list->count; i++)
+                merged_entry(list->items[i], b);
+        else
+            merged_entry(meta, b);
         ktune_node_free(meta);
-        ktune_buf_printf(b,
-                         "  - {name: \"%s\", shard: \"%s\", gpu: \"%s\", gpu_uuid: \"%s\", "
-                         "gpu_state_start: \"%s\"}\n",
-                         run_name, shard, gpu, uuid, state);
     }
     return 0;
 }

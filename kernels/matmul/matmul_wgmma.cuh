@@ -122,6 +122,22 @@ __device__ __forceinline__ void store_fragment_tma(const CUtensorMap *map_c, uns
         buffer ^= 1;
     }
 }
+
+/* A consumer's 64 x N piece (rows row0 .., columns col0 ..) into C: through TMA where flags has
+ * TMA_STORES, else from registers (in pairs where it has PAIR_STORES); value(i) is accumulator
+ * i's value in C, in fp32. */
+template <typename T, int N, typename Value>
+__device__ __forceinline__ void store_piece(int flags, const CUtensorMap *map_c,
+                                            unsigned char *staging, int &buffer, T *c, int row0,
+                                            int col0, int m, int n, Value value, int tid,
+                                            int consumer)
+{
+    if (flags & TMA_STORES)
+        store_fragment_tma<T, N>(map_c, staging, buffer, row0, col0, value, tid, consumer);
+    else
+        store_fragment<T, N>(c, (int64_t)row0 + tid / 32 * 16, col0, m, n, value, tid % 32,
+                             flags & PAIR_STORES);
+}
 #endif
 
 template <typename T, int BM, int BN, int CONSUMERS, int STAGES>
@@ -179,7 +195,6 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     if constexpr (CONSUMERS > 1)
         registers_raise<232>();
     const int consumer = warpgroup - 1;
-    const int warp = tid / 32, lane = tid % 32;
     int buffer = 0; /* the next staging buffer of this consumer */
     float d[FM][BN / 2];
     int s = 0, phase = 0; /* the ring's next stage, and the parity of its fill */
@@ -210,15 +225,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         grouped_tile(tile, tiles_m, tiles_n, tm, tn);
         const int row0 = tm * BM + consumer * WM, col0 = tn * BN;
 #pragma unroll
-        for (int f = 0; f < FM; f++) {
-            const auto value = [&](int i) { return d[f][i]; };
-            if (flags & TMA_STORES)
-                store_fragment_tma<T, BN>(&map_c, staging + consumer * 2 * STAGING_BYTES, buffer,
-                                          row0 + f * 64, col0, value, tid, consumer);
-            else
-                store_fragment<T, BN>(c, (int64_t)row0 + f * 64 + warp * 16, col0, m, n, value,
-                                      lane, flags & PAIR_STORES);
-        }
+        for (int f = 0; f < FM; f++)
+            store_piece<T, BN>(flags, &map_c, staging + consumer * 2 * STAGING_BYTES, buffer, c,
+                               row0 + f * 64, col0, m, n, [&](int i) { return d[f][i]; }, tid,
+                               consumer);
     }
     if (tid == 0)
         tma_store_wait_all(); /* shared memory stays until the last store has read it */

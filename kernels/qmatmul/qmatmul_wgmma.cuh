@@ -417,12 +417,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                     sum = (float)d[f][i];
                 return sum * epi[2 * BN + r] * epi[col] + epi[BN + col];
             };
-            if (flags & TMA_STORES)
-                store_fragment_tma<O, BN>(&map_c, staging + consumer * 2 * STAGING_BYTES, buffer,
-                                          row0 + f * 64, col0, value, tid, consumer);
-            else
-                store_fragment<O, BN>(c, (int64_t)row0 + f * 64 + warp * 16, col0, m, n, value,
-                                      lane, flags & PAIR_STORES);
+            store_piece<O, BN>(flags, &map_c, staging + consumer * 2 * STAGING_BYTES, buffer, c,
+                               row0 + f * 64, col0, m, n, value, tid, consumer);
         }
     }
     if (tid == 0)

@@ -116,6 +116,13 @@ done
 grep -q '^shard:' "$work/mg/meta.yaml" && bad "the merged meta.yaml names one shard"
 grep -q '^name: "mg"$' "$work/mg/meta.yaml" || bad "the merged meta.yaml is not named after its folder"
 
+note "ktune merge of merged runs (two machines' --gpus runs): one list of every GPU's run"
+"$ktune" merge "$work/mm" "$work/mg" "$work/merged" --space "$space" >/dev/null 2>&1 || bad "merge of merged runs"
+[ "$(grep -c '^  - {name: ' "$work/mm/meta.yaml")" -eq 4 ] || bad "the merge of merged runs lists: $(grep -A5 '^merged:' "$work/mm/meta.yaml")"
+[ "$(grep -c '^merged:' "$work/mm/meta.yaml")" -eq 1 ] || bad "the merge of merged runs has two lists"
+"$ktune" apply "$work/mm" --registry-dir "$work/reg-mm" --space "$space" >/dev/null 2>&1 ||
+  bad "apply of a merge of merged runs"
+
 note "--gpus 0,0: two workers on one GPU, each in its own run folder"
 sweep "$work/m00" --gpus 0,0 >"$work/m00.log" 2>&1 || bad "--gpus 0,0 sweep"
 [ -d "$work/m00/gpu0" ] && [ -d "$work/m00/gpu0-2" ] || bad "--gpus 0,0: not a run folder a worker"
