@@ -53,6 +53,7 @@ typedef struct {
     const ktune_space *s;
     const ktune_verify_opts *o;
     ktune_worker *w, *other; /* other: another build's worker, or NULL */
+    const int64_t *limits;   /* this device's (KTUNE_NLIMITS) */
     FILE *out;
     int slower, broken, suspects, agree, measured;
     double worst;    /* the ratio farthest from 1 of a first measurement */
@@ -61,8 +62,18 @@ typedef struct {
     char worst_key[256];
 } verify_state;
 
-/* The first partner an entry is measured with: the default, or its first runner-up when it is the
- * default; with its recorded time. NULL: none (compare_once adds the other runner-ups). */
+/* Whether runner-up r of e can be a reference here: a config of the space whose constraints hold
+ * for the key on this device (a runner-up recorded under other constraints, say a kernel that
+ * needed less shared memory then, is not one). */
+static int runner_up_usable(const ktune_space *s, const ktune_entry *e, int r,
+                            const int64_t *limits)
+{
+    const int ci = ktune_space_find_config(s, e->runner_ups[r].config);
+    return ci >= 0 && ktune_space_valid(s, &s->configs[ci], e->key, limits);
+}
+
+/* The first partner an entry is measured with: the default, or its first usable runner-up when it
+ * is the default; with its recorded time. NULL: none (compare_once adds the other runner-ups). */
 static const char *reference_of(const ktune_space *s, const ktune_entry *e, const int64_t *limits,
                                 double *recorded)
 {
@@ -72,7 +83,7 @@ static const char *reference_of(const ktune_space *s, const ktune_entry *e, cons
         return s->configs[def].name;
     }
     for (int r = 0; r < e->nrunner_ups; r++)
-        if (ktune_space_find_config(s, e->runner_ups[r].config) >= 0) {
+        if (runner_up_usable(s, e, r, limits)) {
             *recorded = e->runner_ups[r].us;
             return e->runner_ups[r].config;
         }
@@ -183,7 +194,7 @@ static int compare_once(verify_state *v, const ktune_entry *e, const char *refer
         recorded[n++] = reference_us;
     }
     for (int r = 0; r < e->nrunner_ups && n < KTUNE_RUNNER_UPS + 2; r++) {
-        int seen = ktune_space_find_config(v->s, e->runner_ups[r].config) < 0;
+        int seen = !runner_up_usable(v->s, e, r, v->limits);
         for (int q = 0; q < n; q++)
             seen |= strcmp(names[q], e->runner_ups[r].config) == 0;
         if (!seen && e->runner_ups[r].us > 0) {
@@ -453,6 +464,7 @@ int ktune_verify_run(const ktune_space *s, const char *registry_dir,
     }
     int64_t limits[KTUNE_NLIMITS];
     ktune_limits_from(&w.device, limits);
+    v.limits = limits;
     v.spreads = calloc(4096, sizeof *v.spreads);
     order = malloc(sizeof *order * (size_t)(reg.nentries + 1));
     /* the default order differs between runs started within the same second */

@@ -279,6 +279,13 @@ KTUNE_SIM_BONUS=good_tile4:0.5 "$ktune" verify --space "$space" --worker "$worke
 rc=$?
 cat "$work/v1.log"
 [ $rc -eq 0 ] || bad "verify of an unchanged device failed ($rc)"
+# a runner-up recorded under other constraints (good_tile16 cannot run n = 8) is no reference
+rm -rf "$work/reg-stale" && cp -r "$work/reg" "$work/reg-stale"
+sed -i 's/{n: 8, \(.*\)runner_ups: \[{config: good_tile2,/{n: 8, \1runner_ups: [{config: good_tile16,/' \
+  "$work/reg-stale/ktune-simulated-gpu/sim.yaml"
+grep -q "n: 8, .*{config: good_tile16," "$work/reg-stale/ktune-simulated-gpu/sim.yaml" || bad "no stale runner-up made"
+KTUNE_SIM_BONUS=good_tile4:0.5 "$ktune" verify --space "$space" --worker "$worker" --registry-dir "$work/reg-stale" >"$work/v1s.log" 2>&1 ||
+  bad "verify with a runner-up invalid on the device failed: $(grep FAILED "$work/v1s.log")"
 # good_tile4 now 20% slower
 KTUNE_SIM_BONUS=good_tile4:0.6 "$ktune" verify --space "$space" --worker "$worker" --registry-dir "$work/reg" >"$work/v2.log" 2>&1
 rc=$?

@@ -58,7 +58,11 @@ static void trial(const char *config, long long n, ktune_answer *a, int at, doub
     ktune_answer_entry *x = &a->entries[at];
     double us = sim_time(config, n);
     x->status = KTUNE_TRIAL_OK;
-    if (us >= 0) {
+    if (sscanf(config, "good_tile%d", &arg) == 1 && arg > n) {
+        /* as a kernel's launcher refuses a tile its constraints exclude */
+        x->status = KTUNE_TRIAL_INVALID;
+        snprintf(a->detail, sizeof a->detail, "a tile of %d is larger than n = %lld", arg, n);
+    } else if (us >= 0) {
         *x = (ktune_answer_entry){KTUNE_TRIAL_OK, us, 0.001, 7};
         *timed_s += 7 * us * 1e-6;
     } else if (sscanf(config, "crash_code%d", &arg) == 1) {
