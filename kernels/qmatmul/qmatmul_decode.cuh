@@ -6,10 +6,11 @@
  * 16 bytes of the activation row g: over a slab, that is the A and B fragments of two m16n8k32
  * multiplies, k permuted the same way in both (lane t of a group holds k 16t .. 16t + 15 of the
  * slab, the first 8 for one multiply and the last 8 for the other). UNROLL slabs are loaded before
- * they are multiplied, so that each lane has UNROLL * RTILES * 32 bytes of W in flight. fp8 on a
- * device whose e4m3 mma.sync is two f16 ones on converted fragments (sm_90), with MTILES > 1: the
- * fragments are converted here, W's once for all MTILES tiles of A, and multiplied as f16 (exact
- * products, fp32 sums); with one tile the compiler's own conversion is the faster. The warps' sums meet in shared memory; the epilogue scales, adds the bias and stores.
+ * they are multiplied, so that each lane has UNROLL * RTILES * 32 bytes of W in flight. fp8 with
+ * CONVERT: the fragments are converted to f16 here, W's once for all MTILES tiles of A, and
+ * multiplied as f16 (exact products, fp32 sums), where e4m3 mma.sync, which the H100 runs as f16
+ * multiplies on fragments converted for each instruction, converts W's once a tile; which is
+ * faster depends on the shape (the sweep's choice). int8 ignores CONVERT. The warps' sums meet in shared memory; the epilogue scales, adds the bias and stores.
  *
  * k % 16 == 0 and 16-byte aligned A and W (the family's rules): a lane's 16 bytes are all inside
  * k or all beyond it. */
@@ -19,14 +20,6 @@
 #include "qmatmul_common.cuh"
 
 namespace ktune_qmatmul_impl {
-
-/* Whether the fp8 multiplies go through f16 fragments converted here: on sm_90, whose e4m3
- * mma.sync the compiler turns into conversions and f16 multiplies for every instruction. */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
-constexpr bool FP8_AS_F16 = true;
-#else
-constexpr bool FP8_AS_F16 = false;
-#endif
 
 /* An e4m3 fragment register (four values, the first in the low byte) as two f16 pairs: lo the
  * first two values, hi the last two. */
@@ -55,7 +48,7 @@ __device__ __forceinline__ void e4m3_b_to_f16(const uint32_t (&b)[2], uint32_t (
     e4m3x4_to_f16(b[1], h[1][0], h[1][1]);
 }
 
-template <typename Q, typename O, int WARPS, int UNROLL, int MTILES, int RTILES>
+template <typename Q, typename O, int WARPS, int UNROLL, int MTILES, int RTILES, int CONVERT>
 __global__ void __launch_bounds__(WARPS * 32)
     decode_kernel(const Q *__restrict__ a, const Q *__restrict__ w, O *__restrict__ c, int m, int n,
                   int k, ktune_qmatmul_epilogue ep)
@@ -115,7 +108,7 @@ __global__ void __launch_bounds__(WARPS * 32)
             for (int r = 0; r < RTILES; r++) {
                 const uint4 lo = wv[u][r][0], hi = wv[u][r][1];
                 const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y}, a1[4] = {lo.z, hi.z, lo.w, hi.w};
-                if constexpr (!std::is_same<Q, int8_t>::value && FP8_AS_F16 && MTILES > 1) {
+                if constexpr (!std::is_same<Q, int8_t>::value && CONVERT) {
                     uint32_t h0[2][4], h1[2][4];
                     e4m3_a_to_f16(a0, h0);
                     e4m3_a_to_f16(a1, h1);
@@ -168,7 +161,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
 }
 
-template <int WARPS, int UNROLL, int MTILES, int RTILES> struct decode_launcher {
+template <int WARPS, int UNROLL, int MTILES, int RTILES, int CONVERT> struct decode_launcher {
     template <typename Q, typename O>
     static cudaError_t run(const void *a, const void *w, void *c, int64_t m, int64_t n, int64_t k,
                            const ktune_qmatmul_epilogue &ep, cudaStream_t s)
@@ -178,7 +171,7 @@ template <int WARPS, int UNROLL, int MTILES, int RTILES> struct decode_launcher 
         if (!std::is_same<Q, int8_t>::value && !device_has_fp8())
             return cudaErrorNotSupported;
         const int64_t blocks = (n + 16 * RTILES - 1) / (16 * RTILES);
-        decode_kernel<Q, O, WARPS, UNROLL, MTILES, RTILES><<<(unsigned)blocks, WARPS * 32, 0, s>>>(
+        decode_kernel<Q, O, WARPS, UNROLL, MTILES, RTILES, CONVERT><<<(unsigned)blocks, WARPS * 32, 0, s>>>(
             (const Q *)a, (const Q *)w, (O *)c, (int)m, (int)n, (int)k, ep);
         return cudaGetLastError();
     }

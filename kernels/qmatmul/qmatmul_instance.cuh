@@ -18,8 +18,9 @@ typedef cudaError_t ktune__qmatmul_launch_t(const void *a, const void *w, void *
         return ktune_qmatmul_impl::dispatch<__VA_ARGS__>(a, w, c, m, n, k, qdtype, ep, stream);    \
     }
 
-#define KTUNE_QMATMUL_DEFINE_DECODE(fn, warps, unroll, mtiles, rtiles)                             \
-    KTUNE_QMATMUL_DEFINE_(fn, ktune_qmatmul_impl::decode_launcher<warps, unroll, mtiles, rtiles>)
+#define KTUNE_QMATMUL_DEFINE_DECODE(fn, warps, unroll, mtiles, rtiles, convert)                    \
+    KTUNE_QMATMUL_DEFINE_(fn,                                                                      \
+                          ktune_qmatmul_impl::decode_launcher<warps, unroll, mtiles, rtiles, convert>)
 #define KTUNE_QMATMUL_DEFINE_MMA(fn, bm, bn, bk, wm, wn, stages, split)                           \
     KTUNE_QMATMUL_DEFINE_(fn, ktune_qmatmul_impl::qmma_launcher<bm, bn, bk, wm, wn, stages, split>)
 #define KTUNE_QMATMUL_DEFINE_WGMMA(fn, bm, bn, consumers, stages, split)                           \
