@@ -8,9 +8,10 @@
  * slab, the first 8 for one multiply and the last 8 for the other). UNROLL slabs are loaded before
  * they are multiplied, so that each lane has UNROLL * RTILES * 32 bytes of W in flight. fp8 with
  * CONVERT: the fragments are converted to f16 here, W's once for all MTILES tiles of A, and
- * multiplied as f16 (exact products, fp32 sums), where e4m3 mma.sync, which the H100 runs as f16
- * multiplies on fragments converted for each instruction, converts W's once a tile; which is
- * faster depends on the shape (the sweep's choice). int8 ignores CONVERT. The warps' sums meet in shared memory; the epilogue scales, adds the bias and stores.
+ * multiplied as f16 (exact products, fp32 sums); without, by e4m3 mma.sync, which the H100 runs as
+ * f16 multiplies on fragments converted for every instruction. Which is faster depends on the
+ * shape (the sweep chooses); int8 ignores CONVERT. The warps' sums meet in shared memory; the
+ * epilogue scales, adds the bias and stores.
  *
  * k % 16 == 0 and 16-byte aligned A and W (the family's rules): a lane's 16 bytes are all inside
  * k or all beyond it. */
