@@ -149,6 +149,10 @@ static const char *c_name(void *vctx, ktune_ref_kind kind, int index)
     case KTUNE_REF_LIMIT:
         snprintf(ctx->buf, sizeof ctx->buf, "d_%s", ktune_limit_names[index]);
         break;
+    case KTUNE_REF_KEY_IS:
+        snprintf(ctx->buf, sizeof ctx->buf, "(k_%s == %dLL)", ctx->space->key[index / 64].name,
+                 index % 64);
+        break;
     }
     return ctx->buf;
 }

@@ -151,7 +151,10 @@ static ktune_expr *parse_primary(parser *ps)
         name[n] = '\0';
         ktune_expr *e = node(OP_REF, NULL, NULL);
         if (ps->resolve(ps->ctx, name, &e->ref, &e->index) != 0)
-            fail(ps, start, "unknown name '%s' (not a parameter of this variant, a key dimension or a device limit)", name);
+            fail(ps, start,
+                 "unknown name '%s' (not a parameter of this variant, a key dimension, a device "
+                 "limit or <dtype dimension>_is_<dtype>)",
+                 name);
         return e;
     }
     if (*ps->p == '\0')
@@ -247,6 +250,7 @@ int64_t ktune_expr_eval(const ktune_expr *e, const ktune_expr_env *env)
         case KTUNE_REF_KEY_BYTES: return ktune_dtype_bytes(env->key[e->index]);
         case KTUNE_REF_KEY_BITS: return ktune_dtype_bits(env->key[e->index]);
         case KTUNE_REF_LIMIT: return env->limits[e->index];
+        case KTUNE_REF_KEY_IS: return env->key[e->index / 64] == e->index % 64;
         }
         return 0;
     case OP_NEG: return ktune_sat_neg(a);

@@ -13,7 +13,9 @@ typedef enum {
     KTUNE_REF_KEY,       /* an integer key dimension: index into key */
     KTUNE_REF_KEY_BYTES, /* <dtype dim>_bytes: bytes of the element type in key[index] */
     KTUNE_REF_LIMIT,     /* a device limit: index into ktune_limit_names */
-    KTUNE_REF_KEY_BITS   /* <dtype dim>_bits: bits of the element type in key[index] */
+    KTUNE_REF_KEY_BITS,  /* <dtype dim>_bits: bits of the element type in key[index] */
+    KTUNE_REF_KEY_IS     /* <dtype dim>_is_<dtype> (dtype_is_int8): 1 where key[index / 64] is
+                            that dtype (index % 64), else 0 */
 } ktune_ref_kind;
 
 /* The device limits' names (KTUNE_DEVICE_LIMIT_MAP), KTUNE_NLIMITS of them. */

@@ -68,6 +68,18 @@ int ktune_space_resolve(void *vctx, const char *name, ktune_ref_kind *kind, int 
                 *index = i;
                 return 0;
             }
+    for (int d = 0; d < ctx->space->nkey; d++) {
+        const ktune_space_dim *dim = &ctx->space->key[d];
+        const size_t len = strlen(dim->name);
+        int64_t dtype;
+        if (dim->kind == KTUNE_DIM_DTYPE && strncmp(name, dim->name, len) == 0 &&
+            strncmp(name + len, "_is_", 4) == 0 && ktune_dtype_parse(name + len + 4, &dtype) &&
+            dtype < 64) {
+            *kind = KTUNE_REF_KEY_IS;
+            *index = d * 64 + (int)dtype;
+            return 0;
+        }
+    }
     return -1;
 }
 

@@ -8,7 +8,8 @@ m4_divert(-1)
 #             field
 #   kt4_variants: kt4_variant(NAME, UPPER, INDEX, PARAMS, CONDITION) a variant: its name, in upper
 #             case, its id, its parameters as kt4_param(NAME, INDEX) calls (expanded here), and
-#             its constraints as one C expression over k_<dim>, k_<dim>_bytes, k_<dim>_bits,
+#             its constraints as one C expression over k_<dim>, k_<dim>_bytes, k_<dim>_bits
+#             (a dtype dimension's, compared with dtype values as in (k_dtype == 3LL)),
 #             d_<limit>, p_<param>
 #   kt4_defaults: kt4_default(CONFIG) the defaults, in order
 m4_define([[kt4_variant_enum]], [[    kt4_PREFIX[[]]_VARIANT_[[$2]] = $3,
@@ -16,8 +17,10 @@ m4_define([[kt4_variant_enum]], [[    kt4_PREFIX[[]]_VARIANT_[[$2]] = $3,
 m4_define([[kt4_key_name]], [["[[$1]]", ]])
 m4_define([[kt4_key_kind]], [[[[$2]], ]])
 m4_define([[kt4_key_local]], [[m4_ifelse([[$4]], [[1]],
-[[    const int64_t k_[[$1]]_bytes = ktune_dtype_bytes(k[$3]);
+[[    const int64_t k_[[$1]] = k[$3];
+    const int64_t k_[[$1]]_bytes = ktune_dtype_bytes(k[$3]);
     const int64_t k_[[$1]]_bits = ktune_dtype_bits(k[$3]);
+    (void)k_[[$1]];
     (void)k_[[$1]]_bytes;
     (void)k_[[$1]]_bits;
 ]], [[    const int64_t k_[[$1]] = k[$3];

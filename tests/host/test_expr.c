@@ -117,7 +117,7 @@ int main(void)
     ktune_expr *e = ktune_expr_parse("a * nope <= 4", resolve, NULL, "s.yaml", 7, 9, &err);
     CHECK(e == NULL);
     CHECK(strcmp(err.msg, "s.yaml:7:13: unknown name 'nope' (not a parameter of this variant, a "
-                          "key dimension or a device limit)") == 0);
+                          "key dimension, a device limit or <dtype dimension>_is_<dtype>)") == 0);
     e = ktune_expr_parse("a * (b + 1", resolve, NULL, "s.yaml", 2, 3, &err);
     CHECK(e == NULL && strstr(err.msg, "s.yaml:2:13: expected ')'") == err.msg);
     e = ktune_expr_parse("a b", resolve, NULL, "s.yaml", 1, 1, &err);
