@@ -30,14 +30,17 @@ using ktune_common::smem_addr;
  * starts 16-byte aligned. */
 enum { VEC_LOADS = 1, PAIR_STORES = 2, TMA_STORES = 4 };
 
+inline int pair_stores(const void *c, int64_t n)
+{
+    return n % 2 == 0 && (uintptr_t)c % 4 == 0 ? PAIR_STORES : 0;
+}
+
 template <typename T> inline int layout_flags(const void *a, const void *w, const void *c, int64_t n,
                                               int64_t k)
 {
-    int f = 0;
+    int f = pair_stores(c, n);
     if (k % 8 == 0 && (uintptr_t)a % 16 == 0 && (uintptr_t)w % 16 == 0)
         f |= VEC_LOADS;
-    if (n % 2 == 0 && (uintptr_t)c % 4 == 0)
-        f |= PAIR_STORES;
     return f;
 }
 

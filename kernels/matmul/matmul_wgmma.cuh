@@ -163,14 +163,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     const int ktiles = (k + WGMMA_BK - 1) / WGMMA_BK;
     const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
 
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; s++) {
-            barrier_init(&full[s], 1);
-            barrier_init(&empty[s], CONSUMERS);
-        }
-        barrier_init_fence();
-    }
-    __syncthreads();
+    ring_barriers_init<STAGES, CONSUMERS>(full, empty);
 
     if (warpgroup == 0) {
         if constexpr (CONSUMERS > 1)

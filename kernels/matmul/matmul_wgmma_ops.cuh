@@ -188,6 +188,22 @@ __device__ __forceinline__ void barrier_init_fence()
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
 
+/* A producer-consumer ring's barriers, by thread 0 of the block, then the whole block waits:
+ * full[s] completes on the producer's one arrival and TMA's bytes, empty[s] on each consumer's
+ * arrival. */
+template <int STAGES, int CONSUMERS>
+__device__ __forceinline__ void ring_barriers_init(uint64_t *full, uint64_t *empty)
+{
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            barrier_init(&full[s], 1);
+            barrier_init(&empty[s], CONSUMERS);
+        }
+        barrier_init_fence();
+    }
+    __syncthreads();
+}
+
 /* One arrival, announcing `bytes` more that TMA will deliver to complete the phase. */
 __device__ __forceinline__ void barrier_expect(uint64_t *bar, uint32_t bytes)
 {

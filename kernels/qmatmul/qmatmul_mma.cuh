@@ -76,7 +76,7 @@ template <int BM, int BN, int BK, int WM, int WN, int STAGES, int SPLIT> struct 
             return cudaErrorInvalidValue;
         using P = qmma_policy<Q, O>;
         using namespace ktune_matmul_impl;
-        const int flags = VEC_LOADS | (n % 2 == 0 && (uintptr_t)c % 4 == 0 ? PAIR_STORES : 0);
+        const int flags = VEC_LOADS | pair_stores(c, n);
         return ktune_launch::launch(mma_kernel<P, BM, BN, BK, WM, WN, STAGES, SPLIT>,
                                     dim3((unsigned)tiles, SPLIT), dim3(WM * WN * 32),
                                     dim3(1, SPLIT, 1), mma_smem_bytes<BM, BN, BK, STAGES, SPLIT>(),

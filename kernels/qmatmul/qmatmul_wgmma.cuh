@@ -230,14 +230,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     const int kt0 = (int)((int64_t)ktiles * split / SPLIT),
               kt1 = (int)((int64_t)ktiles * (split + 1) / SPLIT);
 
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; s++) {
-            barrier_init(&full[s], 1);
-            barrier_init(&empty[s], CONSUMERS);
-        }
-        barrier_init_fence();
-    }
-    __syncthreads();
+    ring_barriers_init<STAGES, CONSUMERS>(full, empty);
 
     if (warpgroup == 0) {
         if constexpr (CONSUMERS > 1)
@@ -472,7 +465,7 @@ template <int BM, int BN, int CONSUMERS, int STAGES, int SPLIT> struct qwgmma_la
         CUtensorMap map_a, map_w, map_c;
         if (!byte_tensor_map(&map_a, a, m, k, BM) || !byte_tensor_map(&map_w, w, n, k, BN))
             return cudaErrorInvalidValue;
-        int flags = n % 2 == 0 && (uintptr_t)c % 4 == 0 ? PAIR_STORES : 0;
+        int flags = pair_stores(c, n);
         if (tensor_map<O>(&map_c, c, m, n, 64))
             flags |= TMA_STORES;
         else
