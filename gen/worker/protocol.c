@@ -112,12 +112,14 @@ static int parse_i64(const char *s, int64_t *out)
     return 1;
 }
 
+/* A number of the protocol: finite and below 1e18 in magnitude (times, spreads, bytes, FLOP and
+ * FLOP/s are far below it), so that it formats back in fewer characters than a token holds. */
 static int parse_f64(const char *s, double *out)
 {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || *end || errno || !isfinite(v))
+    if (end == s || *end || errno || !isfinite(v) || fabs(v) >= 1e18)
         return 0;
     *out = v;
     return 1;

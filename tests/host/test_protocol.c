@@ -82,6 +82,12 @@ static void test_answers(void)
     CHECK(ktune_answer_parse(line, KTUNE_REQUEST_TRIAL, 1, &b) == 0);
     CHECK(b.id == 3 && b.status == KTUNE_TRIAL_OK && b.n == 1 && b.entries[0].samples == 7 &&
           fabs(b.entries[0].median_us - 12.5) < 1e-9);
+    /* a number too large to format back within a token (its digits in %.4f) is malformed */
+    CHECK(ktune_answer_parse("R 4 ok 1333333333333333333333333333333333333333333333333330001 0 7",
+                             KTUNE_REQUEST_TRIAL, 1, &b) == -1);
+    CHECK(ktune_answer_parse("R 4 ok 1e17 0 7", KTUNE_REQUEST_TRIAL, 1, &b) == 0);
+    CHECK(ktune_answer_format(KTUNE_REQUEST_TRIAL, &b, line, sizeof line) > 0 &&
+          ktune_answer_parse(line, KTUNE_REQUEST_TRIAL, 1, &b) == 0);
 
     /* a failure reads the same whatever the request; a TRIAL's is its config's */
     ktune_answer_fail(&a, 3, KTUNE_TRIAL_WRONG, "12 of %d elements out of tolerance\nsecond", 64);
