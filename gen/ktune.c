@@ -66,15 +66,15 @@ typedef struct {
     const char *space, *spaces_dir, *registry_dir, *templates, *m4, *worker;
     const char *run, *out, *source_rev, *gpus, *model, *crossover, *plot, *where, *search;
     const char *device, *shard_text, *against;
-    const char *batch_sizes, *out_in_features, *tp_split_dim, *x_q_dtype, *w_q_dtype;
+    const char *batch_sizes, *out_in_features, *tp_split_dim, *x_q_dtype, *w_q_dtype, *seq_lengths;
     int sms, cc;
-    int tp_size;
+    int tp_size, ep_size;
     int argc;
     char **argv;
     int samples, screen_samples, top, gpu, shards, seed, patience, shard, shard_count, repeats;
     double min_sample_us, screen_min_sample_us, screen_cut, final_margin, warmup_us, config_timeout,
         threshold, shape_budget, run_budget;
-    int apply, verbose, force, retime, check, list, library_all;
+    int apply, verbose, force, retime, check, list, library_all, force_retune;
     char command_line[2048];
 } options;
 
@@ -175,6 +175,9 @@ static const option_spec option_table[] = {
     OPT("--verbose", OPT_FLAG, verbose, 0, 0, "sweep", "", "print every failure as it happens"),
     OPT("--force", OPT_FLAG, force, 0, 0, "apply", "",
         "take every winner of the run, faster or not"),
+    OPT("--force-retune", OPT_FLAG, force_retune, 0, 0, "sweep", "",
+        "apply the run when done as apply --force does: its winners replace\n"
+        "the registry's entries of the same keys, faster or not"),
     OPT("--retime", OPT_FLAG, retime, 0, 0, "apply", "",
         "kept entries take the run's times of their configs, slower ones\n"
         "too (after a change in how times are taken, or on another unit of\n"
@@ -216,9 +219,17 @@ static const option_spec option_table[] = {
     OPT("--tp-size", OPT_INT, tp_size, 1, 1024, NULL, "N",
         "with --model: tensor-parallel degree N instead of the space's own;\n"
         "with --out-in-features: the degree the layers are split by (1)"),
+    OPT("--ep-size", OPT_INT, ep_size, 1, 1024, NULL, "N",
+        "expert-parallel degree N instead of the space's own: each GPU holds\n"
+        "experts / N of a model's experts (shapes derived from models)"),
     OPT("--batch-sizes", OPT_TEXT, batch_sizes, 0, 0, NULL, "B,...",
         "with --out-in-features: linear layers' shapes instead of the\n"
-        "space's, m = each batch size (families keyed by m, n, k)"),
+        "space's, m = each batch size (families keyed by m, n, k);\n"
+        "without it: these batch sizes for the shapes derived from models"),
+    OPT("--seq-lengths", OPT_TEXT, seq_lengths, 0, 0, NULL, "L,...",
+        "these sequence lengths (prefill: tokens = batch x L), and decode\n"
+        "(one token a sequence), for the shapes derived from models whose\n"
+        "grid has a seq (moe)"),
     OPT("--out-in-features", OPT_TEXT, out_in_features, 0, 0, NULL, "OUT/IN,...",
         "with --batch-sizes: the layers' global sizes, n = OUT and k = IN\n"
         "on one GPU of --tp-size"),
@@ -380,6 +391,8 @@ static int parse_options(int argc, char **argv, options *o)
             return KTUNE_EXIT_USAGE;
         i++;
     }
+    if (o->force_retune) /* the seed's flag: take the new winners even where tuned ones exist */
+        o->apply = o->force = 1;
     /* values the table's kinds do not check */
     if (strcmp(o->search, "staged") != 0 && strcmp(o->search, "exhaustive") != 0)
         return usage_error("--search: '%s' is neither staged nor exhaustive", o->search);
@@ -419,9 +432,12 @@ static int load_space(const options *o, ktune_space *s)
     } else {
         return usage_error("%s needs a family or --space", o->command);
     }
-    const int linear = o->batch_sizes || o->out_in_features;
+    const int linear = o->out_in_features != NULL;
     if (o->tp_size && !o->model && !linear)
         return usage_error("--tp-size needs --model or --out-in-features%s", "");
+    if (linear && (o->seq_lengths || o->ep_size))
+        return usage_error("%s applies to shapes derived from models, not to --out-in-features",
+                           o->seq_lengths ? "--seq-lengths" : "--ep-size");
     if (!linear && (o->tp_split_dim || o->x_q_dtype || o->w_q_dtype))
         return usage_error("%s needs --batch-sizes and --out-in-features",
                            o->tp_split_dim ? "--tp-split-dim"
@@ -434,7 +450,22 @@ static int load_space(const options *o, ktune_space *s)
     if (linear && ktune_linear_parse(o->batch_sizes, o->out_in_features, o->tp_size,
                                      o->tp_split_dim, o->x_q_dtype, o->w_q_dtype, &lin, &err))
         return usage_error("%s", err.msg);
-    ktune_space_opts so = {o->model, linear ? 0 : o->tp_size, o->where, linear ? &lin : NULL};
+    int64_t batches[KTUNE_LINEAR_MAX], seqs[KTUNE_LINEAR_MAX];
+    int nbatches = 0, nseqs = 0;
+    if ((!linear && o->batch_sizes && ktune_sizes_parse("--batch-sizes", o->batch_sizes, batches,
+                                                        KTUNE_LINEAR_MAX, &nbatches, &err)) ||
+        (o->seq_lengths && ktune_sizes_parse("--seq-lengths", o->seq_lengths, seqs,
+                                             KTUNE_LINEAR_MAX, &nseqs, &err)))
+        return usage_error("%s", err.msg);
+    ktune_space_opts so = {.model = o->model,
+                           .tp = linear ? 0 : o->tp_size,
+                           .ep = o->ep_size,
+                           .batches = batches,
+                           .nbatches = nbatches,
+                           .seqs = seqs,
+                           .nseqs = nseqs,
+                           .where = o->where,
+                           .linear = linear ? &lin : NULL};
     if (ktune_space_load_with(path, &so, s, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return KTUNE_EXIT_FAILED;

@@ -41,6 +41,26 @@ static int dtype_parse(const char *flag, const char *name, int64_t *dtype, ktune
     return ktune_fail(err, "%s: '%.64s' is not a dtype (%s)", flag, name, ktune__dtype_names());
 }
 
+int ktune_sizes_parse(const char *flag, const char *text, int64_t *sizes, int max, int *count,
+                      ktune_err *err)
+{
+    char item[64];
+    const char *p = text;
+    int got;
+    *count = 0;
+    while ((got = next_item(&p, item, sizeof item)) == 1) {
+        if (*count == max)
+            return ktune_fail(err, "%s: more than %d sizes", flag, max);
+        if (!size_parse(item, &sizes[*count]))
+            return ktune_fail(err, "%s: '%s' is not a size from 1 to 2^40", flag, item);
+        (*count)++;
+    }
+    if (got < 0 || *count == 0)
+        return ktune_fail(err, "%s: '%.64s' is not a comma-separated list of sizes (e.g. 16,32,64)",
+                          flag, text);
+    return 0;
+}
+
 int ktune_linear_parse(const char *batch_sizes, const char *out_in_features, int64_t tp,
                        const char *tp_split_dim, const char *x_q_dtype, const char *w_q_dtype,
                        ktune_linear_shapes *l, ktune_err *err)
@@ -51,20 +71,10 @@ int ktune_linear_parse(const char *batch_sizes, const char *out_in_features, int
                           batch_sizes ? "--batch-sizes" : "--out-in-features",
                           batch_sizes ? "--out-in-features" : "--batch-sizes");
     char item[64];
-    const char *p = batch_sizes;
     int got;
-    while ((got = next_item(&p, item, sizeof item)) == 1) {
-        if (l->nbatch == KTUNE_LINEAR_MAX)
-            return ktune_fail(err, "--batch-sizes: more than %d sizes", KTUNE_LINEAR_MAX);
-        if (!size_parse(item, &l->batch[l->nbatch]))
-            return ktune_fail(err, "--batch-sizes: '%s' is not a size from 1 to 2^40", item);
-        l->nbatch++;
-    }
-    if (got < 0 || l->nbatch == 0)
-        return ktune_fail(err, "--batch-sizes: '%.64s' is not a comma-separated list of sizes "
-                               "(e.g. 16,32,64)",
-                          batch_sizes);
-    p = out_in_features;
+    if (ktune_sizes_parse("--batch-sizes", batch_sizes, l->batch, KTUNE_LINEAR_MAX, &l->nbatch, err))
+        return -1;
+    const char *p = out_in_features;
     while ((got = next_item(&p, item, sizeof item)) == 1) {
         if (l->nfeatures == KTUNE_LINEAR_MAX)
             return ktune_fail(err, "--out-in-features: more than %d pairs", KTUNE_LINEAR_MAX);

@@ -30,6 +30,11 @@ int ktune_linear_parse(const char *batch_sizes, const char *out_in_features, int
                        const char *tp_split_dim, const char *x_q_dtype, const char *w_q_dtype,
                        ktune_linear_shapes *l, ktune_err *err);
 
+/* A comma-separated list of sizes from 1 to 2^40 (--batch-sizes, --seq-lengths), at most max of
+ * them, into sizes; errors name the flag and the item. */
+int ktune_sizes_parse(const char *flag, const char *text, int64_t *sizes, int max, int *count,
+                      ktune_err *err);
+
 /* The i-th shape's m, n and k (i < nbatch * nfeatures; batch-major). */
 void ktune_linear_shape(const ktune_linear_shapes *l, int i, int64_t *m, int64_t *n, int64_t *k);
 

@@ -174,18 +174,36 @@ static int load_list(const char *file, const ktune_node *entry, ktune_space *s, 
     return 0;
 }
 
-/* Names a derived key dimension may use: the batch, the layer's local out and in, tp. */
+/* Names a derived key dimension may use: the grid's batch and seq, the layer's local out and in,
+ * the degrees tp and ep, then any dimension of the model presets (hidden, experts, top_k, ...),
+ * each found in the model when the shapes are derived. */
+enum { DERIVE_BATCH, DERIVE_OUT, DERIVE_IN, DERIVE_TP, DERIVE_SEQ, DERIVE_EP, DERIVE_FIXED };
+
+typedef struct {
+    char names[KTUNE_MODEL_MAX_DIMS][41]; /* the model dimensions named, index DERIVE_FIXED + i */
+    int n;
+} derive_names;
+
 static int resolve_layer(void *ctx, const char *name, ktune_ref_kind *kind, int *index)
 {
-    static const char *const names[] = {"batch", "out", "in", "tp"};
-    (void)ctx;
-    for (int i = 0; i < 4; i++)
-        if (strcmp(names[i], name) == 0) {
-            *kind = KTUNE_REF_PARAM;
+    static const char *const fixed[DERIVE_FIXED] = {"batch", "out", "in", "tp", "seq", "ep"};
+    derive_names *d = ctx;
+    *kind = KTUNE_REF_PARAM;
+    for (int i = 0; i < DERIVE_FIXED; i++)
+        if (strcmp(fixed[i], name) == 0) {
             *index = i;
             return 0;
         }
-    return -1;
+    for (int i = 0; i < d->n; i++)
+        if (strcmp(d->names[i], name) == 0) {
+            *index = DERIVE_FIXED + i;
+            return 0;
+        }
+    if (d->n == KTUNE_MODEL_MAX_DIMS || strlen(name) >= sizeof d->names[0])
+        return -1;
+    snprintf(d->names[d->n], sizeof d->names[0], "%s", name);
+    *index = DERIVE_FIXED + d->n++;
+    return 0;
 }
 
 /* The directory of model presets: models/ beside the space file. */
@@ -198,51 +216,89 @@ static void models_dir(const ktune_space *s, char *out, size_t size)
         snprintf(out, size, "models");
 }
 
-/* Shapes from model presets: for every model, tp degree, linear layer and grid point, the key
- * dimensions of `derive` evaluated over batch, the layer's local out and in, and tp. */
+/* A degree of parallelism of a models entry (tp or ep): the command line's where given (cli > 0),
+ * else the entry's one value or list, else 1. */
+static int degrees_load(const char *file, const ktune_node *n, const char *what, int64_t cli,
+                        int64_t *out, int *count, ktune_err *err)
+{
+    *count = 1;
+    out[0] = 1;
+    if (cli > 0) {
+        out[0] = cli;
+        return 0;
+    }
+    if (!n)
+        return 0;
+    if (n->kind != KTUNE_NODE_SEQ)
+        return ktune_expect_int(file, n, what, 1, 1024, &out[0], err);
+    if (ktune_expect_list(file, n, what, err))
+        return -1;
+    if (n->count > 64)
+        return ktune_fail_at(err, file, n->line, n->col, "more than 64 %s degrees", what);
+    for (*count = 0; *count < n->count; (*count)++)
+        if (ktune_expect_int(file, n->items[*count], what, 1, 1024, &out[*count], err))
+            return -1;
+    return 0;
+}
+
+/* The model dimension called name, or -1 when the model has none. */
+static int64_t model_dim(const ktune_model *m, const char *name)
+{
+    for (int i = 0; i < m->ndims; i++)
+        if (strcmp(m->dim_names[i], name) == 0)
+            return m->dims[i];
+    return -1;
+}
+
+/* Shapes from model presets: for every model, tp and ep degree, linear layer (those of `layers`
+ * where given) and grid point (batch, and seq where the grid has it), the key dimensions of
+ * `derive` evaluated over those, the layer's local out and in and the model's dimensions. */
 static int load_models(const char *file, const ktune_node *entry, ktune_space *s,
                        const ktune_space_opts *o, shape_list *l, ktune_err *err)
 {
-    static const char *const allowed[] = {"models", "tp", "grid", "derive", "where", NULL};
+    static const char *const allowed[] = {"models", "tp", "ep", "layers", "grid",
+                                          "derive", "where", NULL};
     static const char *const required[] = {"models", "grid", "derive", NULL};
     if (ktune_expect_keys(file, entry, allowed, required, err))
         return -1;
     const ktune_node *models = ktune_map_get(entry, "models"), *tpn = ktune_map_get(entry, "tp");
+    const ktune_node *epn = ktune_map_get(entry, "ep"), *layers = ktune_map_get(entry, "layers");
     const ktune_node *grid = ktune_map_get(entry, "grid"), *derive = ktune_map_get(entry, "derive");
     if (ktune_expect_list(file, models, "models", err) ||
         ktune_expect(file, grid, KTUNE_NODE_MAP, "grid", err) ||
-        ktune_expect(file, derive, KTUNE_NODE_MAP, "derive", err))
+        ktune_expect(file, derive, KTUNE_NODE_MAP, "derive", err) ||
+        (layers && ktune_expect_list(file, layers, "layers", err)))
         return -1;
     if (models->count > 64)
         return ktune_fail_at(err, file, models->line, models->col, "more than 64 models");
     for (int i = 0; i < models->count; i++)
         if (ktune_expect(file, models->items[i], KTUNE_NODE_SCALAR, "a model's name", err))
             return -1;
-    /* tp: one degree or a list; --tp-size replaces it */
-    int64_t tps[64];
-    int ntp = 1;
-    tps[0] = 1;
-    if (o && o->tp > 0) {
-        tps[0] = o->tp;
-    } else if (tpn && tpn->kind == KTUNE_NODE_SEQ) {
-        if (ktune_expect_list(file, tpn, "tp", err))
+    if (layers && layers->count > KTUNE_MODEL_MAX_LAYERS)
+        return ktune_fail_at(err, file, layers->line, layers->col, "more than %d layers",
+                             KTUNE_MODEL_MAX_LAYERS);
+    for (int i = 0; layers && i < layers->count; i++)
+        if (ktune_expect(file, layers->items[i], KTUNE_NODE_SCALAR, "a layer's name", err))
             return -1;
-        if (tpn->count > 64)
-            return ktune_fail_at(err, file, tpn->line, tpn->col, "more than 64 tp degrees");
-        for (ntp = 0; ntp < tpn->count; ntp++)
-            if (ktune_expect_int(file, tpn->items[ntp], "tp", 1, 1024, &tps[ntp], err))
-                return -1;
-    } else if (tpn && ktune_expect_int(file, tpn, "tp", 1, 1024, &tps[0], err)) {
+    /* tp, ep: one degree or a list; --tp-size, --ep-size replace them */
+    int64_t tps[64], eps[64];
+    int ntp, nep;
+    if (degrees_load(file, tpn, "tp", o ? o->tp : 0, tps, &ntp, err) ||
+        degrees_load(file, epn, "ep", o ? o->ep : 0, eps, &nep, err))
         return -1;
-    }
-    /* every key dimension comes from the grid or from derive, not both; the grid has the batch */
-    ktune_space_dim dims[KTUNE_MAX_KEY + 1];
+    /* every key dimension comes from the grid or from derive, not both; the grid has the batch,
+     * and the seq where derive uses it */
+    ktune_space_dim dims[KTUNE_MAX_KEY + 2];
     int ndims = 0, from_grid[KTUNE_MAX_KEY];
     ktune_expr *exprs[KTUNE_MAX_KEY] = {NULL}, *where = NULL;
-    int64_t *values[KTUNE_MAX_KEY + 1] = {NULL};
-    int counts[KTUNE_MAX_KEY + 1] = {0}, idx[KTUNE_MAX_KEY + 1] = {0}, rc = -1;
-    const char *grid_keys[KTUNE_MAX_KEY + 2] = {"batch"}, *derive_keys[KTUNE_MAX_KEY + 1] = {NULL};
+    int64_t *values[KTUNE_MAX_KEY + 2] = {NULL};
+    int counts[KTUNE_MAX_KEY + 2] = {0}, idx[KTUNE_MAX_KEY + 2] = {0}, rc = -1;
+    const char *grid_keys[KTUNE_MAX_KEY + 3] = {"batch"}, *derive_keys[KTUNE_MAX_KEY + 1] = {NULL};
+    const char *grid_required[] = {"batch", NULL};
+    const ktune_node *seqn = ktune_map_get(grid, "seq");
     int ng = 1, nd = 0;
+    if (seqn)
+        grid_keys[ng++] = "seq";
     for (int d = 0; d < s->nkey; d++) {
         from_grid[d] = ktune_map_get(grid, s->key[d].name) != NULL;
         if (from_grid[d])
@@ -250,9 +306,14 @@ static int load_models(const char *file, const ktune_node *entry, ktune_space *s
         else
             derive_keys[nd++] = s->key[d].name;
     }
-    if (ktune_expect_keys(file, grid, grid_keys, grid_keys, err) ||
+    if (ktune_expect_keys(file, grid, grid_keys, grid_required, err) ||
         ktune_expect_keys(file, derive, derive_keys, derive_keys, err))
         return -1;
+    if (o && o->nseqs > 0 && !seqn)
+        return ktune_fail_at(err, file, grid->line, grid->col,
+                             "--seq-lengths: these shapes take no sequence length (their grid "
+                             "has no 'seq')");
+    derive_names names = {.n = 0};
     for (int d = 0; d < s->nkey; d++) {
         const ktune_node *e = ktune_map_get(derive, s->key[d].name);
         if (from_grid[d]) {
@@ -265,12 +326,17 @@ static int load_models(const char *file, const ktune_node *entry, ktune_space *s
             goto cleanup;
         }
         if (ktune_expect(file, e, KTUNE_NODE_SCALAR, s->key[d].name, err) ||
-            !(exprs[d] = ktune_expr_parse(e->value, resolve_layer, NULL, file, e->line,
+            !(exprs[d] = ktune_expr_parse(e->value, resolve_layer, &names, file, e->line,
                                           e->col + (e->plain ? 0 : 1), err)))
             goto cleanup;
     }
+    const int ibatch = ndims, iseq = seqn ? ndims + 1 : -1;
     snprintf(dims[ndims].name, sizeof dims[ndims].name, "batch");
     dims[ndims++].kind = KTUNE_DIM_INT;
+    if (seqn) {
+        snprintf(dims[ndims].name, sizeof dims[ndims].name, "seq");
+        dims[ndims++].kind = KTUNE_DIM_INT;
+    }
     const ktune_node *wn = ktune_map_get(entry, "where");
     if (wn) {
         ktune_space_resolve_ctx ctx = {s, NULL};
@@ -279,20 +345,31 @@ static int load_models(const char *file, const ktune_node *entry, ktune_space *s
                                        wn->col + (wn->plain ? 0 : 1), err)))
             goto cleanup;
     }
-    for (int i = 0; i < ndims; i++)
-        if (dim_values(file, ktune_map_get(grid, dims[i].name), &dims[i], &values[i], &counts[i],
-                       err))
+    for (int i = 0; i < ndims; i++) {
+        if (i == ibatch && o && o->nbatches > 0) { /* --batch-sizes */
+            values[i] = malloc((size_t)o->nbatches * sizeof *values[i]);
+            memcpy(values[i], o->batches, (size_t)o->nbatches * sizeof *values[i]);
+            counts[i] = o->nbatches;
+        } else if (i == iseq && o && o->nseqs > 0) { /* --seq-lengths, and decode's 1 */
+            values[i] = malloc((size_t)(o->nseqs + 1) * sizeof *values[i]);
+            values[i][0] = 1;
+            memcpy(values[i] + 1, o->seqs, (size_t)o->nseqs * sizeof *values[i]);
+            counts[i] = o->nseqs + 1;
+        } else if (dim_values(file, ktune_map_get(grid, dims[i].name), &dims[i], &values[i],
+                              &counts[i], err)) {
             goto cleanup;
+        }
+    }
     char dir[1100];
     models_dir(s, dir, sizeof dir);
     const int nmodels = o && o->model ? 1 : models->count;
     /* models x degrees x layers (at most KTUNE_MODEL_MAX_LAYERS each) x grid points */
-    int bound[KTUNE_MAX_KEY + 4] = {nmodels, ntp, KTUNE_MODEL_MAX_LAYERS};
+    int bound[KTUNE_MAX_KEY + 6] = {nmodels, ntp, nep, KTUNE_MODEL_MAX_LAYERS};
     for (int i = 0; i < ndims; i++)
-        bound[3 + i] = counts[i];
-    if (ktune_space_combinations(bound, 3 + ndims) > KTUNE_MAX_COMBINATIONS) {
+        bound[4 + i] = counts[i];
+    if (ktune_space_combinations(bound, 4 + ndims) > KTUNE_MAX_COMBINATIONS) {
         ktune_fail_at(err, file, grid->line, grid->col,
-                      "models x tp degrees x %d layers x grid points is more than %d",
+                      "models x tp and ep degrees x %d layers x grid points is more than %d",
                       KTUNE_MODEL_MAX_LAYERS, KTUNE_MAX_COMBINATIONS);
         goto cleanup;
     }
@@ -310,47 +387,94 @@ static int load_models(const char *file, const ktune_node *entry, ktune_space *s
                 *err = inner;
             goto cleanup;
         }
-        for (int ti = 0; ti < ntp; ti++)
-            for (int li = 0; li < model.nlayers; li++) {
-                int64_t layer[4] = {0, 0, 0, tps[ti]};
-                if (ktune_model_local(&model, li, tps[ti], &layer[1], &layer[2], &inner)) {
-                    if (o && o->tp > 0)
-                        ktune_fail(err, "--tp-size %lld: %s", (long long)o->tp, inner.msg);
-                    else
-                        ktune_fail_at(err, file, (tpn ? tpn : entry)->line, (tpn ? tpn : entry)->col, "%s", inner.msg);
-                    goto cleanup;
-                }
-                memset(idx, 0, sizeof idx);
-                for (;;) {
-                    int64_t key[KTUNE_MAX_KEY] = {0};
-                    for (int i = 0, gd = 0; i < s->nkey; i++)
-                        if (from_grid[i])
-                            key[i] = values[gd][idx[gd]], gd++;
-                    layer[0] = values[ndims - 1][idx[ndims - 1]];
-                    ktune_expr_env env = {layer, NULL, NULL};
-                    int ok = 1;
-                    for (int i = 0; i < s->nkey; i++)
-                        if (!from_grid[i]) {
-                            key[i] = ktune_expr_eval(exprs[i], &env);
-                            ok = ok && key[i] >= 1 && key[i] <= KTUNE_DIM_MAX;
-                        }
-                    ktune_expr_env kenv = {NULL, key, NULL};
-                    if (ok && (!where || ktune_expr_eval(where, &kenv)) &&
-                        shape_add(l, key, file, entry, err))
-                        goto cleanup;
-                    int d = 0;
-                    while (d < ndims && ++idx[d] == counts[d])
-                        idx[d++] = 0;
-                    if (d == ndims)
-                        break;
-                }
+        /* the model's dimensions derive names */
+        int64_t layer[DERIVE_FIXED + KTUNE_MODEL_MAX_DIMS] = {0};
+        for (int i = 0; i < names.n; i++)
+            if ((layer[DERIVE_FIXED + i] = model_dim(&model, names.names[i])) < 0) {
+                ktune_fail_at(err, file, derive->line, derive->col,
+                              "derive names '%s', which model %s does not give (%s)",
+                              names.names[i], model.name, model.path);
+                goto cleanup;
             }
+        /* the layers asked for, each once */
+        int use[KTUNE_MODEL_MAX_LAYERS];
+        for (int li = 0; li < model.nlayers; li++)
+            use[li] = !layers;
+        for (int i = 0; layers && i < layers->count; i++) {
+            int found = -1;
+            for (int li = 0; li < model.nlayers && found < 0; li++)
+                if (strcmp(model.layers[li].name, layers->items[i]->value) == 0)
+                    found = li;
+            if (found < 0) {
+                ktune_fail_at(err, file, layers->items[i]->line, layers->items[i]->col,
+                              "model %s has no layer '%s' (%s)", model.name,
+                              layers->items[i]->value, model.path);
+                goto cleanup;
+            }
+            use[found] = 1;
+        }
+        /* expert parallelism: ep divides the experts */
+        const int64_t experts = model_dim(&model, "experts");
+        for (int ei = 0; ei < nep; ei++)
+            if (eps[ei] > 1 && (experts < 1 || experts % eps[ei] != 0)) {
+                if (o && o->ep > 0)
+                    ktune_fail(err, "--ep-size %lld: model %s has %s%lld experts", (long long)o->ep,
+                               model.name, experts < 1 ? "no " : "", experts < 1 ? 0LL : (long long)experts);
+                else
+                    ktune_fail_at(err, file, (epn ? epn : entry)->line, (epn ? epn : entry)->col,
+                                  "ep %lld does not divide the %lld experts of model %s",
+                                  (long long)eps[ei], (long long)(experts < 1 ? 0 : experts),
+                                  model.name);
+                goto cleanup;
+            }
+        for (int ti = 0; ti < ntp; ti++)
+            for (int ei = 0; ei < nep; ei++)
+                for (int li = 0; li < model.nlayers; li++) {
+                    if (!use[li])
+                        continue;
+                    layer[DERIVE_TP] = tps[ti];
+                    layer[DERIVE_EP] = eps[ei];
+                    if (ktune_model_local(&model, li, tps[ti], &layer[DERIVE_OUT],
+                                          &layer[DERIVE_IN], &inner)) {
+                        if (o && o->tp > 0)
+                            ktune_fail(err, "--tp-size %lld: %s", (long long)o->tp, inner.msg);
+                        else
+                            ktune_fail_at(err, file, (tpn ? tpn : entry)->line,
+                                          (tpn ? tpn : entry)->col, "%s", inner.msg);
+                        goto cleanup;
+                    }
+                    memset(idx, 0, sizeof idx);
+                    for (;;) {
+                        int64_t key[KTUNE_MAX_KEY] = {0};
+                        for (int i = 0, gd = 0; i < s->nkey; i++)
+                            if (from_grid[i])
+                                key[i] = values[gd][idx[gd]], gd++;
+                        layer[DERIVE_BATCH] = values[ibatch][idx[ibatch]];
+                        layer[DERIVE_SEQ] = iseq >= 0 ? values[iseq][idx[iseq]] : 1;
+                        ktune_expr_env env = {layer, NULL, NULL};
+                        int ok = 1;
+                        for (int i = 0; i < s->nkey; i++)
+                            if (!from_grid[i]) {
+                                key[i] = ktune_expr_eval(exprs[i], &env);
+                                ok = ok && key[i] >= 1 && key[i] <= KTUNE_DIM_MAX;
+                            }
+                        ktune_expr_env kenv = {NULL, key, NULL};
+                        if (ok && (!where || ktune_expr_eval(where, &kenv)) &&
+                            shape_add(l, key, file, entry, err))
+                            goto cleanup;
+                        int d = 0;
+                        while (d < ndims && ++idx[d] == counts[d])
+                            idx[d++] = 0;
+                        if (d == ndims)
+                            break;
+                    }
+                }
     }
     rc = 0;
 cleanup:
     for (int i = 0; i < KTUNE_MAX_KEY; i++)
         ktune_expr_free(exprs[i]);
-    for (int i = 0; i <= KTUNE_MAX_KEY; i++)
+    for (int i = 0; i < KTUNE_MAX_KEY + 2; i++)
         free(values[i]);
     ktune_expr_free(where);
     return rc;
@@ -388,28 +512,46 @@ static int load_linear(const ktune_linear_shapes *lin, ktune_space *s, shape_lis
     return 0;
 }
 
+/* Whether shapes entry e is a models entry whose list names model. */
+static int models_entry_lists(const ktune_node *e, const char *model)
+{
+    const ktune_node *list = e->kind == KTUNE_NODE_MAP ? ktune_map_get(e, "models") : NULL;
+    for (int i = 0; list && list->kind == KTUNE_NODE_SEQ && i < list->count; i++)
+        if (list->items[i]->kind == KTUNE_NODE_SCALAR && strcmp(list->items[i]->value, model) == 0)
+            return 1;
+    return 0;
+}
+
 int ktune_shapes_load(const char *file, const ktune_node *n, ktune_space *s,
                       const ktune_space_opts *o, ktune_err *err)
 {
-    static const char *const allowed[] = {"grid", "where", "list", "models", "tp", "derive", NULL};
+    static const char *const allowed[] = {"grid", "where", "list",   "models", "tp",
+                                          "ep",   "layers", "derive", NULL};
     if (ktune_expect_list(file, n, "shapes", err))
         return -1;
     shape_list l = {0};
-    int rc = 0, models = 0;
+    int rc = 0, models = 0, listing = 0;
     if (o && o->linear)
         rc = load_linear(o->linear, s, &l, err);
+    /* --model: the models entries that list the model, or every models entry where none does (a
+     * preset the space does not name takes all of them) */
+    for (int i = 0; o && o->model && !o->linear && i < n->count; i++)
+        listing += models_entry_lists(n->items[i], o->model);
     for (int i = 0; i < n->count && rc == 0 && !(o && o->linear); i++) {
         const ktune_node *e = n->items[i];
         if (ktune_expect(file, e, KTUNE_NODE_MAP, "a shapes entry", err) ||
             ktune_expect_keys(file, e, allowed, NULL, err)) {
             rc = -1;
         } else if (ktune_map_get(e, "models")) {
+            if (listing && !models_entry_lists(e, o->model))
+                continue;
             rc = load_models(file, e, s, o, &l, err);
             models++;
         } else if (o && o->model) {
             continue; /* --model: only shapes derived from models */
         } else if (ktune_map_get(e, "grid") && !ktune_map_get(e, "list") &&
-                   !ktune_map_get(e, "tp") && !ktune_map_get(e, "derive")) {
+                   !ktune_map_get(e, "tp") && !ktune_map_get(e, "ep") &&
+                   !ktune_map_get(e, "layers") && !ktune_map_get(e, "derive")) {
             rc = load_grid(file, e, s, &l, err);
         } else if (ktune_map_get(e, "list") && !ktune_map_get(e, "grid") &&
                    !ktune_map_get(e, "where")) {
@@ -417,8 +559,8 @@ int ktune_shapes_load(const char *file, const ktune_node *n, ktune_space *s,
         } else {
             rc = ktune_fail_at(err, file, e->line, e->col,
                                "a shapes entry is either 'grid' (with an optional 'where'), "
-                               "'list', or 'models' (with 'grid', 'derive', optional 'tp' and "
-                               "'where')");
+                               "'list', or 'models' (with 'grid', 'derive', optional 'tp', 'ep', "
+                               "'layers' and 'where')");
         }
     }
     if (rc == 0 && o && o->model && models == 0)

@@ -67,6 +67,12 @@ int ktune_space_load(const char *path, ktune_space *space, ktune_err *err);
 typedef struct {
     const char *model; /* only the shapes derived from this model preset (--model) */
     int64_t tp;        /* > 0: this tensor-parallel degree for every model entry (--tp-size) */
+    int64_t ep;        /* > 0: this expert-parallel degree for every model entry (--ep-size) */
+    const int64_t *batches; /* nbatches > 0: these batch sizes for every model entry */
+    int nbatches;
+    const int64_t *seqs; /* nseqs > 0: these sequence lengths, and 1 (decode), for every model
+                            entry whose grid has a seq (--seq-lengths) */
+    int nseqs;
     const char *where; /* only the shapes for which this expression over the key holds (--where) */
     const ktune_linear_shapes *linear; /* these linear layers' shapes instead of the space's
                                           (--batch-sizes, --out-in-features...), or NULL */

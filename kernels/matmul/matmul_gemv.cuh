@@ -16,22 +16,18 @@
 
 namespace ktune_matmul_impl {
 
-template <typename T, int ROWS, int WARPS, int UNROLL, int SPLIT, int MTILES>
-__global__ void __launch_bounds__(WARPS * 32)
-    gemv_kernel(const T *__restrict__ a, const T *__restrict__ w, T *__restrict__ c, int m, int n,
-                int64_t k, int flags)
+/* A warp's sums of C^T = W A^T over its groups of 32 k (groups g_begin + warp, + WARPS, ... below
+ * g_end): rows n0 .. n0 + ROWS - 1 of W (those below n), rows 0 .. m - 1 of A (m <= MTILES * 8).
+ * acc[nt][mt] holds C^T rows nt * 16 + g (+ 8), columns mt * 8 + 2t (+ 1), g = lane / 4, t = lane
+ * % 4. */
+template <typename T, int ROWS, int WARPS, int UNROLL, int MTILES>
+__device__ __forceinline__ void gemv_accumulate(const T *__restrict__ a, const T *__restrict__ w,
+                                                int m, int n0, int n, int64_t k,
+                                                int64_t g_begin, int64_t g_end, bool vec,
+                                                float (&acc)[ROWS / 16][MTILES][4])
 {
-    constexpr int NT = ROWS / 16;    /* W tiles a warp */
-    constexpr int MC = MTILES * 8;   /* columns of the C^T tile */
-    constexpr int TILE = ROWS * MC;  /* floats of one block's tile, stored [m][n] */
-    __shared__ float red[(WARPS + 1) * TILE];
+    constexpr int NT = ROWS / 16;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int n0 = blockIdx.x * ROWS;
-    const bool vec = flags & VEC_LOADS;
-    const int split = SPLIT > 1 ? (int)ktune_cluster::rank() : 0;
-    const int64_t groups = (k + 31) / 32;
-    const int64_t g_begin = groups * split / SPLIT, g_end = groups * (split + 1) / SPLIT;
-
     const T *wrow[NT][2];
     bool wok[NT][2];
 #pragma unroll
@@ -50,8 +46,6 @@ __global__ void __launch_bounds__(WARPS * 32)
         aok[mt] = r < m;
         arow[mt] = a + (int64_t)(r < m ? r : m - 1) * k;
     }
-
-    float acc[NT][MTILES][4] = {};
     for (int64_t g0 = g_begin + warp; g0 < g_end; g0 += (int64_t)WARPS * UNROLL) {
         uint4 wv[UNROLL][NT][2], av[UNROLL][MTILES];
 #pragma unroll
@@ -80,11 +74,20 @@ __global__ void __launch_bounds__(WARPS * 32)
                     mma_16816<T>(acc[nt][mt], a1, b1);
                 }
     }
+}
 
-    /* acc[nt][mt]: C^T rows nt*16 + g (+8), columns mt*8 + 2t (+1); stored as [column][row] */
+/* The block's tile of C^T (ROWS x MTILES * 8 floats, stored [column][row]) into part: each warp's
+ * acc (gemv_accumulate) through red (WARPS tiles), summed over the warps. The caller syncs the
+ * block before reading part. */
+template <int ROWS, int WARPS, int MTILES>
+__device__ __forceinline__ void gemv_reduce(const float (&acc)[ROWS / 16][MTILES][4], float *red,
+                                            float *part)
+{
+    constexpr int TILE = ROWS * MTILES * 8;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     float *mine = red + warp * TILE;
 #pragma unroll
-    for (int nt = 0; nt < NT; nt++)
+    for (int nt = 0; nt < ROWS / 16; nt++)
 #pragma unroll
         for (int mt = 0; mt < MTILES; mt++) {
             const int r = nt * 16 + g, col = mt * 8 + 2 * t;
@@ -94,7 +97,6 @@ __global__ void __launch_bounds__(WARPS * 32)
             mine[(col + 1) * ROWS + r + 8] = acc[nt][mt][3];
         }
     __syncthreads();
-    float *part = red + WARPS * TILE;
     for (int i = threadIdx.x; i < TILE; i += WARPS * 32) {
         float s = 0;
 #pragma unroll
@@ -102,6 +104,26 @@ __global__ void __launch_bounds__(WARPS * 32)
             s += red[q * TILE + i];
         part[i] = s;
     }
+}
+
+template <typename T, int ROWS, int WARPS, int UNROLL, int SPLIT, int MTILES>
+__global__ void __launch_bounds__(WARPS * 32)
+    gemv_kernel(const T *__restrict__ a, const T *__restrict__ w, T *__restrict__ c, int m, int n,
+                int64_t k, int flags)
+{
+    constexpr int MC = MTILES * 8;   /* columns of the C^T tile */
+    constexpr int TILE = ROWS * MC;  /* floats of one block's tile, stored [m][n] */
+    __shared__ float red[(WARPS + 1) * TILE];
+    const int n0 = blockIdx.x * ROWS;
+    const int split = SPLIT > 1 ? (int)ktune_cluster::rank() : 0;
+    const int64_t groups = (k + 31) / 32;
+    const int64_t g_begin = groups * split / SPLIT, g_end = groups * (split + 1) / SPLIT;
+
+    float acc[ROWS / 16][MTILES][4] = {};
+    gemv_accumulate<T, ROWS, WARPS, UNROLL, MTILES>(a, w, m, n0, n, k, g_begin, g_end,
+                                                    flags & VEC_LOADS, acc);
+    float *part = red + WARPS * TILE;
+    gemv_reduce<ROWS, WARPS, MTILES>(acc, red, part);
     const int begin = TILE * split / SPLIT, end = TILE * (split + 1) / SPLIT;
     if constexpr (SPLIT > 1) {
         ktune_cluster::sync();

@@ -28,7 +28,8 @@ template <int BK> __device__ __forceinline__ int swizzle(int row, int chunk)
     return BK == 64 ? chunk ^ (row & 7) : chunk ^ ((row >> 1) & 3);
 }
 
-template <int BM, int BN, int BK, int STAGES, int SPLIT> constexpr size_t mma_smem_bytes()
+template <int BM, int BN, int BK, int STAGES, int SPLIT>
+__host__ __device__ constexpr size_t mma_smem_bytes()
 {
     constexpr size_t ring = (size_t)STAGES * (BM + BN) * BK * 2;
     constexpr size_t reduce = SPLIT > 1 ? (size_t)BM * BN * 4 : 0;
@@ -98,28 +99,24 @@ template <typename T, int ROWS, int BK, int THREADS> struct tile_loader {
     }
 };
 
-template <typename P, int BM, int BN, int BK, int WM, int WN, int STAGES, int SPLIT>
-__global__ void __launch_bounds__(WM *WN * 32)
-    mma_kernel(const typename P::unit *__restrict__ a, const typename P::unit *__restrict__ w,
-               const typename P::out out, int m, int n, int64_t k, int flags)
+/* The block's sums of a BM x BN tile, rows m0 .. of A (those below m) times rows n0 .. of W
+ * (those below n), over the nkt BK-wide tiles of k from kt0, into acc: warp (wm, wn)'s piece
+ * (fm, fn) holds rows m0 + wm * TM + fm * 16 + g (+ 8), columns n0 + wn * TN + fn * 8 + 2t (+ 1),
+ * g = lane / 4, t = lane % 4. smem holds the ring (mma_smem_bytes). */
+template <typename P, int BM, int BN, int BK, int WM, int WN, int STAGES>
+__device__ __forceinline__ void mma_accumulate(const typename P::unit *__restrict__ a,
+                                               const typename P::unit *__restrict__ w, int64_t m0,
+                                               int64_t m, int64_t n0, int64_t n, int64_t k,
+                                               int64_t kt0, int64_t nkt, bool vec,
+                                               unsigned char *smem,
+                                               typename P::acc (&acc)[BM / WM / 16][BN / WN / 8][4])
 {
     using T = typename P::unit;
-    using A = typename P::acc;
     constexpr int THREADS = WM * WN * 32, TM = BM / WM, TN = BN / WN, FM = TM / 16, FN = TN / 8;
     static_assert(TM % 16 == 0 && TN % 16 == 0, "warp tiles of whole 16x16 pieces");
-    extern __shared__ __align__(128) unsigned char smem[];
     T *sa = reinterpret_cast<T *>(smem);
     T *sw = sa + STAGES * BM * BK;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wm = warp / WN, wn = warp % WN;
-    const bool vec = flags & VEC_LOADS;
-
-    int tm, tn;
-    grouped_tile(blockIdx.x, (m + BM - 1) / BM, (n + BN - 1) / BN, tm, tn);
-    const int64_t m0 = (int64_t)tm * BM, n0 = (int64_t)tn * BN;
-
-    const int split = SPLIT > 1 ? (int)ktune_cluster::rank() : 0;
-    const int64_t ktiles = (k + BK - 1) / BK;
-    const int64_t kt0 = ktiles * split / SPLIT, nkt = ktiles * (split + 1) / SPLIT - kt0;
 
     const tile_loader<T, BM, BK, THREADS> la(a, m0, m, k);
     const tile_loader<T, BN, BK, THREADS> lw(w, n0, n, k);
@@ -138,7 +135,6 @@ __global__ void __launch_bounds__(WM *WN * 32)
      * chunk is a constant XOR */
     const int a_row = wm * TM + (lane & 15), a_hi = lane >> 4;
     const int w_row = wn * TN + (lane & 7) + ((lane >> 4) << 3), w_hi = (lane >> 3) & 1;
-    A acc[FM][FN][4] = {};
     int read = 0, write = STAGES - 1;
     for (int i = 0; i < (int)nkt; i++) {
         cp_async_wait<STAGES - 2>();
@@ -175,18 +171,54 @@ __global__ void __launch_bounds__(WM *WN * 32)
         }
     }
     cp_async_wait<0>();
+}
 
+/* The block's sums (mma_accumulate) of the tile at rows m0 .., columns n0 .. into C, inside
+ * m x n. */
+template <typename P, int BM, int BN, int WM, int WN>
+__device__ __forceinline__ void mma_store(const typename P::out &out, int64_t m0, int64_t m,
+                                          int64_t n0, int64_t n, int flags,
+                                          const typename P::acc (&acc)[BM / WM / 16][BN / WN / 8][4])
+{
+    constexpr int TM = BM / WM, TN = BN / WN, FM = TM / 16, FN = TN / 8;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wm = warp / WN, wn = warp % WN;
     const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int fm = 0; fm < FM; fm++)
+#pragma unroll
+        for (int fn = 0; fn < FN; fn++) {
+            const int64_t row = m0 + wm * TM + fm * 16 + g, col = n0 + wn * TN + fn * 8 + 2 * t;
+            out.store(row, col, m, n, acc[fm][fn][0], acc[fm][fn][1], flags);
+            out.store(row + 8, col, m, n, acc[fm][fn][2], acc[fm][fn][3], flags);
+        }
+}
+
+template <typename P, int BM, int BN, int BK, int WM, int WN, int STAGES, int SPLIT>
+__global__ void __launch_bounds__(WM *WN * 32)
+    mma_kernel(const typename P::unit *__restrict__ a, const typename P::unit *__restrict__ w,
+               const typename P::out out, int m, int n, int64_t k, int flags)
+{
+    using A = typename P::acc;
+    constexpr int THREADS = WM * WN * 32, TM = BM / WM, TN = BN / WN, FM = TM / 16, FN = TN / 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+
+    int tm, tn;
+    grouped_tile(blockIdx.x, (m + BM - 1) / BM, (n + BN - 1) / BN, tm, tn);
+    const int64_t m0 = (int64_t)tm * BM, n0 = (int64_t)tn * BN;
+
+    const int split = SPLIT > 1 ? (int)ktune_cluster::rank() : 0;
+    const int64_t ktiles = (k + BK - 1) / BK;
+    const int64_t kt0 = ktiles * split / SPLIT, nkt = ktiles * (split + 1) / SPLIT - kt0;
+
+    A acc[FM][FN][4] = {};
+    mma_accumulate<P, BM, BN, BK, WM, WN, STAGES>(a, w, m0, m, n0, n, k, kt0, nkt,
+                                                  flags & VEC_LOADS, smem, acc);
+
     if constexpr (SPLIT == 1) {
-#pragma unroll
-        for (int fm = 0; fm < FM; fm++)
-#pragma unroll
-            for (int fn = 0; fn < FN; fn++) {
-                const int64_t row = m0 + wm * TM + fm * 16 + g, col = n0 + wn * TN + fn * 8 + 2 * t;
-                out.store(row, col, m, n, acc[fm][fn][0], acc[fm][fn][1], flags);
-                out.store(row + 8, col, m, n, acc[fm][fn][2], acc[fm][fn][3], flags);
-            }
+        mma_store<P, BM, BN, WM, WN>(out, m0, m, n0, n, flags, acc);
     } else {
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wm = warp / WN, wn = warp % WN;
+        const int g = lane >> 2, t = lane & 3;
         /* the blocks' partial sums, added in the accumulator's type (exact for int32) */
         struct alignas(8) sum_pair {
             A x, y;

@@ -140,12 +140,45 @@ __device__ __forceinline__ void store_piece(int flags, const CUtensorMap *map_c,
 }
 #endif
 
-template <typename T, int BM, int BN, int CONSUMERS, int STAGES>
+/* Where a tile of C lies: rows row0 .. of C and A, of which those below row_end are the tile's;
+ * rows w_row0 .. of W (its TMA map's rows); columns col0 .. of C. */
+struct tile_place {
+    int row0, row_end, w_row0, col0;
+};
+
+/* Which tiles a persistent kernel computes, in which order: a Tiles type has params (a kernel
+ * argument), SMEM (bytes of shared memory it keeps), a constructor from the params and that
+ * memory, prepare() (called by every thread of the block before the block's first barrier, which
+ * publishes what it wrote), count() and at(tile). The matmul family's: BM x BN tiles of an m x n
+ * C in grouped order. */
+template <int BM, int BN> struct dense_tiles {
+    struct params {
+        int m, n;
+    };
+    static constexpr size_t SMEM = 0;
+    int m, tiles_m, tiles_n;
+    __device__ __forceinline__ dense_tiles(const params &p, void *)
+        : m(p.m), tiles_m((p.m + BM - 1) / BM), tiles_n((p.n + BN - 1) / BN)
+    {
+    }
+    __device__ __forceinline__ void prepare() const {}
+    __device__ __forceinline__ int count() const { return tiles_m * tiles_n; }
+    __device__ __forceinline__ tile_place at(int tile) const
+    {
+        int tm, tn;
+        grouped_tile(tile, tiles_m, tiles_n, tm, tn);
+        return {tm * BM, m, tn * BN, tn * BN};
+    }
+};
+
+/* C is m x n; a piece of 64 rows goes through TMA (where flags has TMA_STORES) when its rows are
+ * the tile's or lie past the end of C, where TMA stores nothing. */
+template <typename T, int BM, int BN, int CONSUMERS, int STAGES, typename Tiles>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     wgmma_kernel(const __grid_constant__ CUtensorMap map_a,
                  const __grid_constant__ CUtensorMap map_w,
-                 const __grid_constant__ CUtensorMap map_c, T *__restrict__ c, int m, int n, int k,
-                 int flags)
+                 const __grid_constant__ CUtensorMap map_c, T *__restrict__ c,
+                 const typename Tiles::params where, int m, int n, int k, int flags)
 {
     constexpr int WM = BM / CONSUMERS, FM = WM / 64; /* a consumer's rows, in 64-row pieces */
     static_assert(WM % 64 == 0 && FM * BN / 2 <= 128, "64-row pieces, at most 128 accumulators");
@@ -159,11 +192,13 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     uint64_t *const full = reinterpret_cast<uint64_t *>(staging + CONSUMERS * 2 * STAGING_BYTES);
     uint64_t *const empty = full + STAGES;
 
-    const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN, tiles = tiles_m * tiles_n;
+    Tiles order(where, empty + STAGES);
+    order.prepare();
     const int ktiles = (k + WGMMA_BK - 1) / WGMMA_BK;
     const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
 
     ring_barriers_init<STAGES, CONSUMERS>(full, empty);
+    const int tiles = order.count();
 
     if (warpgroup == 0) {
         if constexpr (CONSUMERS > 1)
@@ -171,13 +206,12 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         if (tid == 0) {
             int s = 0, phase = 0;
             for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-                int tm, tn;
-                grouped_tile(tile, tiles_m, tiles_n, tm, tn);
+                const tile_place at = order.at(tile);
                 for (int kt = 0; kt < ktiles; kt++) {
                     barrier_wait(&empty[s], phase ^ 1); /* the consumers are done with the stage */
                     barrier_expect(&full[s], A_BYTES + W_BYTES);
-                    tma_load(ring_a + s * A_BYTES, &map_a, kt * WGMMA_BK, tm * BM, &full[s]);
-                    tma_load(ring_w + s * W_BYTES, &map_w, kt * WGMMA_BK, tn * BN, &full[s]);
+                    tma_load(ring_a + s * A_BYTES, &map_a, kt * WGMMA_BK, at.row0, &full[s]);
+                    tma_load(ring_w + s * W_BYTES, &map_w, kt * WGMMA_BK, at.w_row0, &full[s]);
                     ring_next<STAGES>(s, phase);
                 }
             }
@@ -214,19 +248,23 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         if (tid == 0) /* the producer fills it with the next tile's slices while this one stores */
             barrier_arrive(&empty[released]);
 
-        int tm, tn;
-        grouped_tile(tile, tiles_m, tiles_n, tm, tn);
-        const int row0 = tm * BM + consumer * WM, col0 = tn * BN;
+        const tile_place at = order.at(tile);
+        const int row0 = at.row0 + consumer * WM;
 #pragma unroll
-        for (int f = 0; f < FM; f++)
-            store_piece<T, BN>(flags, &map_c, staging + consumer * 2 * STAGING_BYTES, buffer, c,
-                               row0 + f * 64, col0, m, n, [&](int i) { return d[f][i]; }, tid,
-                               consumer);
+        for (int f = 0; f < FM; f++) {
+            const int piece = row0 + f * 64;
+            const int piece_flags =
+                piece + 64 <= at.row_end || at.row_end == m ? flags : flags & ~TMA_STORES;
+            store_piece<T, BN>(piece_flags, &map_c, staging + consumer * 2 * STAGING_BYTES, buffer,
+                               c, piece, at.col0, at.row_end, n, [&](int i) { return d[f][i]; },
+                               tid, consumer);
+        }
     }
     if (tid == 0)
         tma_store_wait_all(); /* shared memory stays until the last store has read it */
 #else
-    (void)map_a, (void)map_w, (void)map_c, (void)c, (void)m, (void)n, (void)k, (void)flags;
+    (void)map_a, (void)map_w, (void)map_c, (void)c, (void)where, (void)m, (void)n, (void)k,
+        (void)flags;
 #endif
 }
 
@@ -287,7 +325,8 @@ template <int BM, int BN, int CONSUMERS, int STAGES> struct wgmma_launcher {
             flags |= TMA_STORES;
         else
             map_c = map_a; /* unused */
-        constexpr auto kernel = wgmma_kernel<T, BM, BN, CONSUMERS, STAGES>;
+        using tiles_t = dense_tiles<BM, BN>;
+        constexpr auto kernel = wgmma_kernel<T, BM, BN, CONSUMERS, STAGES, tiles_t>;
         const dim3 block((CONSUMERS + 1) * 128);
         constexpr size_t smem = wgmma_smem_bytes<BM, BN, CONSUMERS, STAGES>();
         unsigned grid;
@@ -296,7 +335,8 @@ template <int BM, int BN, int CONSUMERS, int STAGES> struct wgmma_launcher {
         if (e != cudaSuccess)
             return e;
         return ktune_launch::launch(kernel, dim3(grid), block, dim3(1, 1, 1), smem, s, map_a, map_w,
-                                    map_c, (T *)c, (int)m, (int)n, (int)k, flags);
+                                    map_c, (T *)c, typename tiles_t::params{(int)m, (int)n},
+                                    (int)m, (int)n, (int)k, flags);
     }
 };
 

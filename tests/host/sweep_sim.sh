@@ -190,6 +190,11 @@ grep -q "keeps good_tile8 .*not faster beyond" "$work/d.log" || bad "apply d doe
 "$ktune" apply "$work/d" --space "$space" --registry-dir "$work/reg" --force >/dev/null 2>&1 || bad "apply d --force"
 grep -q "n: 64, config: good_tile4" "$reg" || bad "--force did not replace"
 "$ktune" apply "$work/a" --space "$space" --registry-dir "$work/reg" --force >/dev/null 2>&1
+grep -q "n: 64, config: good_tile8" "$reg" || bad "apply a --force did not restore good_tile8"
+# the seed's --force-retune: the sweep applies its winners as apply --force does
+KTUNE_SIM_BONUS=good_tile4:0.905 sweep "$work/f" --force-retune >"$work/f.log" 2>&1 || bad "sweep --force-retune"
+grep -q "n: 64, config: good_tile4" "$reg" || bad "--force-retune did not take the new winner"
+"$ktune" apply "$work/a" --space "$space" --registry-dir "$work/reg" --force >/dev/null 2>&1
 # good_tile8 0.3% faster than good_tile4 at n=64 ties with it: the run picks the first declared
 KTUNE_SIM_BONUS=good_tile4:0.912 sweep "$work/t" >/dev/null 2>&1 || bad "sweep t"
 grep -q "^n=64,good_tile4,1," "$work/t/final.csv" || bad "a tie within the noise did not go to the first declared config"

@@ -1,0 +1,118 @@
+/* The moe kernels' device-side tile scheduler: the tiles of every group of a grouped GEMM, found
+ * from the group offsets on the device, so that a launch needs no host sync.
+ *
+ * group_tiles<TILE_ROWS, TILE_COLS> is a Tiles policy of ktune_matmul_impl::wgmma_kernel (see
+ * dense_tiles there), and the decode and mma kernels walk it the same way. prepare() (warp 0)
+ * reads the groups + 1 offsets into shared memory, clamped to [0, rows] and made nondecreasing
+ * (a running maximum), and counts each group's tiles: ceil(rows of g / TILE_ROWS) x ceil(n /
+ * TILE_COLS), none for an empty group; first[g] is the tiles before group g, first[groups] their
+ * total. Both are warp scans over chunks of the groups, so the work is groups / 32 steps a lane.
+ * at(tile) finds the tile's group by binary search over first and orders a group's tiles column
+ * by column (all row tiles of one column of W in a row), so that blocks running at the same time
+ * share the group's rows of A and a column of W in L2. */
+#pragma once
+
+#include "../matmul/matmul_wgmma.cuh"
+#include "ktune/moe.h"
+
+namespace ktune_moe_impl {
+
+using ktune_matmul_impl::tile_place;
+
+template <int TILE_ROWS, int TILE_COLS> struct group_tiles {
+    struct params {
+        const int32_t *offsets; /* groups + 1, on the device */
+        int groups, rows, n;
+    };
+    static constexpr size_t SMEM = 2 * (KTUNE_MOE_MAX_GROUPS + 1) * sizeof(int);
+    params p;
+    int *off;   /* groups + 1 offsets, clamped and nondecreasing */
+    int *first; /* groups + 1: the tiles before each group, then the total */
+    int tiles_n;
+
+    __device__ __forceinline__ group_tiles(const params &where, void *smem)
+        : p(where), off(static_cast<int *>(smem)), first(off + KTUNE_MOE_MAX_GROUPS + 1),
+          tiles_n((where.n + TILE_COLS - 1) / TILE_COLS)
+    {
+    }
+
+    __device__ __forceinline__ int group_count(int g) const
+    {
+        const int r = off[g + 1] - off[g];
+        return r > 0 ? (r + TILE_ROWS - 1) / TILE_ROWS * tiles_n : 0;
+    }
+
+    __device__ void prepare() const
+    {
+        if (threadIdx.x >= 32)
+            return;
+        const int lane = threadIdx.x, groups = p.groups, per = (groups + 32) / 32;
+        /* the offsets, clamped, then their running maximum */
+        const int lo = min(lane * per, groups + 1), hi = min(lo + per, groups + 1);
+        int most = 0;
+        for (int i = lo; i < hi; i++) {
+            const int v = min(max(__ldg(p.offsets + i), 0), p.rows);
+            off[i] = v;
+            most = max(most, v);
+        }
+        for (int d = 1; d < 32; d <<= 1) {
+            const int o = __shfl_up_sync(0xffffffffu, most, d);
+            if (lane >= d)
+                most = max(most, o);
+        }
+        int run = __shfl_up_sync(0xffffffffu, most, 1);
+        if (lane == 0)
+            run = 0;
+        for (int i = lo; i < hi; i++) {
+            run = max(run, off[i]);
+            off[i] = run;
+        }
+        __syncwarp();
+        /* each group's tiles, then the sum of those before it */
+        const int glo = min(lane * per, groups), ghi = min(glo + per, groups);
+        int sum = 0;
+        for (int g = glo; g < ghi; g++)
+            sum += group_count(g);
+        int upto = sum;
+        for (int d = 1; d < 32; d <<= 1) {
+            const int o = __shfl_up_sync(0xffffffffu, upto, d);
+            if (lane >= d)
+                upto += o;
+        }
+        int base = upto - sum;
+        for (int g = glo; g < ghi; g++) {
+            first[g] = base;
+            base += group_count(g);
+        }
+        if (lane == 31)
+            first[groups] = upto;
+    }
+
+    __device__ __forceinline__ int count() const { return first[p.groups]; }
+
+    __device__ __forceinline__ tile_place at(int tile) const
+    {
+        int lo = 0, hi = p.groups; /* the last group whose tiles start at or before tile */
+        while (hi - lo > 1) {
+            const int mid = (lo + hi) / 2;
+            if (first[mid] <= tile)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        const int g = lo, tiles_m = (off[g + 1] - off[g] + TILE_ROWS - 1) / TILE_ROWS;
+        const int local = tile - first[g], tm = local % tiles_m, tn = local / tiles_m;
+        return {off[g] + tm * TILE_ROWS, off[g + 1], g * p.n + tn * TILE_COLS, tn * TILE_COLS};
+    }
+};
+
+/* An upper bound of the tiles of rows rows in groups groups: each group's last row tile may be
+ * partial. -1 where it is beyond int (a kernel counts tiles in int). */
+inline int64_t tiles_bound(int64_t rows, int64_t n, int64_t groups, int tile_rows, int tile_cols)
+{
+    const int64_t bound = ((rows + tile_rows - 1) / tile_rows + (groups < rows ? groups : rows)) *
+                          ((n + tile_cols - 1) / tile_cols);
+    return bound > INT32_MAX ? -1 : bound;
+}
+
+} // namespace ktune_moe_impl
