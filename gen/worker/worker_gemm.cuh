@@ -1,9 +1,14 @@
-/* What the workers of families keyed (dtype, m, n, k) as a GEMM share: the floating-point (or
- * integer) operations of one launch and the key whose vendor throughput stands for the device's
- * compute ceiling (a large square problem of the key's dtype). */
+/* What the workers of families keyed (dtype, m, n, k, ...) as a GEMM share: the floating-point
+ * (or integer) operations of one launch, the key whose vendor throughput stands for the device's
+ * compute ceiling (a large square problem of the key's dtype), and the check of a 16-bit output
+ * of fp32 sums. */
 #pragma once
 
+#include <math.h>
 #include <stdint.h>
+
+#include "ktune/ktune.h"
+#include "worker_check.cuh"
 
 namespace ktune_worker_gemm {
 
@@ -13,6 +18,21 @@ inline void ceiling_key(const int64_t *key, int64_t *out)
 {
     out[0] = key[0];
     out[1] = out[2] = out[3] = 8192;
+}
+
+/* Enqueues the check of c (count 16-bit values of dtype, KTUNE_F16 or KTUNE_BF16) against ref,
+ * sums over k in fp32: |c - ref| <= 1e-3 sqrt(k) + rtol |ref|, rtol 2^-9 for f16 and 2^-7 for
+ * bf16 (the output's rounding and fp32 sums in another order); a missing 16-wide slice of k is
+ * off by about sqrt(16 / 9), far above that. */
+inline cudaError_t compare_16bit(int dtype, const void *c, const float *ref, int64_t count,
+                                 int64_t k, unsigned long long *bad, cudaStream_t stream)
+{
+    const float atol = 1e-3f * sqrtf((float)k);
+    if (dtype == KTUNE_F16)
+        return ktune_worker_check::compare_launch((const __half *)c, ref, count, atol, 1.f / 512,
+                                                  bad, stream);
+    return ktune_worker_check::compare_launch((const __nv_bfloat16 *)c, ref, count, atol,
+                                              1.f / 128, bad, stream);
 }
 
 } // namespace ktune_worker_gemm

@@ -104,6 +104,38 @@ int64_t ktune_workload_page_table(ktune_rng *rng, int n, const int32_t *lengths,
     return used;
 }
 
+int ktune_workload_balanced(ktune_rng *rng, int64_t rows, int groups, int32_t *offsets)
+{
+    if (rows < 0 || rows > INT32_MAX || groups < 1)
+        return -1;
+    int32_t *order = malloc(sizeof *order * (size_t)groups);
+    if (!order)
+        return -1;
+    /* the groups that take one more row: the first rows % groups of a shuffled order */
+    for (int g = 0; g < groups; g++)
+        order[g] = g;
+    const int extra = (int)(rows % groups);
+    for (int i = 0; i < extra; i++) {
+        const int j = i + (int)ktune_rng_below(rng, groups - i);
+        const int32_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (int g = 0; g <= groups; g++)
+        offsets[g] = (int32_t)(rows / groups);
+    for (int i = 0; i < extra; i++)
+        offsets[order[i]]++;
+    /* counts into offsets: offsets[g] is where group g starts */
+    int32_t start = 0;
+    for (int g = 0; g <= groups; g++) {
+        const int32_t count = g < groups ? offsets[g] : 0;
+        offsets[g] = start;
+        start += count;
+    }
+    free(order);
+    return 0;
+}
+
 int ktune_workload_routing(ktune_rng *rng, int tokens, int experts, int topk, double skew,
                            int32_t *expert_of, int32_t *offsets, int32_t *rows)
 {

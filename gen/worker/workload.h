@@ -46,6 +46,12 @@ int64_t ktune_workload_page_table(ktune_rng *rng, int n, const int32_t *lengths,
 int ktune_workload_routing(ktune_rng *rng, int tokens, int experts, int topk, double skew,
                            int32_t *expert_of, int32_t *offsets, int32_t *rows);
 
+/* Balanced routing of rows over groups: every group takes rows / groups rows, and rows % groups
+ * groups drawn without repetition take one more (with fewer rows than groups, the rows' groups are
+ * that many distinct groups drawn at random: a decode step's touched experts). offsets has
+ * groups + 1 entries, from 0 to rows. 0, or -1 unless rows >= 0 and groups >= 1. */
+int ktune_workload_balanced(ktune_rng *rng, int64_t rows, int groups, int32_t *offsets);
+
 /* n quantization scales, log-uniform in [lo, hi] (0 < lo <= hi). 0, or -1. */
 int ktune_workload_scales(ktune_rng *rng, int64_t n, float lo, float hi, float *scales);
 

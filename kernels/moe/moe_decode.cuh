@@ -4,7 +4,10 @@
  * ROWS rows of its expert's W; empty groups have no tiles, so an untouched expert is never read.
  * A tile is matmul's GEMV (matmul_gemv.cuh): tensor cores on C^T = W A^T with the weight's
  * fragments loaded straight from global memory past L1, k split over the WARPS warps of the block
- * (UNROLL groups of 32 k a warp in flight), the warps' sums added in shared memory. */
+ * (UNROLL groups of 32 k a warp in flight), the warps' sums added in shared memory. With SPLIT > 1
+ * a cluster of SPLIT blocks takes each tile, each block a contiguous share of k, and the blocks'
+ * sums meet through distributed shared memory, each block storing a share of the tile: few
+ * touched experts still keep every SM streaming. */
 #pragma once
 
 #include "../matmul/matmul_gemv.cuh"
@@ -12,7 +15,7 @@
 
 namespace ktune_moe_impl {
 
-template <typename T, int ROWS, int WARPS, int UNROLL, int MTILES>
+template <typename T, int ROWS, int WARPS, int UNROLL, int MTILES, int SPLIT>
 __global__ void __launch_bounds__(WARPS * 32)
     decode_kernel(const T *__restrict__ a, const T *__restrict__ w, T *__restrict__ c,
                   const typename group_tiles<MTILES * 8, ROWS>::params where, int64_t k, int flags)
@@ -25,42 +28,60 @@ __global__ void __launch_bounds__(WARPS * 32)
     order.prepare();
     __syncthreads();
     const int tiles = order.count(), n = where.n;
+    const int split = SPLIT > 1 ? (int)ktune_cluster::rank() : 0;
     const int64_t kgroups = (k + 31) / 32;
+    const int64_t g_begin = kgroups * split / SPLIT, g_end = kgroups * (split + 1) / SPLIT;
+    const int begin = TILE * split / SPLIT, end = TILE * (split + 1) / SPLIT;
     float *const part = red + WARPS * TILE;
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    /* clusters are SPLIT consecutive blocks; each takes tiles in turn */
+    for (int tile = blockIdx.x / SPLIT; tile < tiles; tile += gridDim.x / SPLIT) {
         const tile_place at = order.at(tile);
         const int m = min(at.row_end - at.row0, MTILES * 8);
         float acc[ROWS / 16][MTILES][4] = {};
         ktune_matmul_impl::gemv_accumulate<T, ROWS, WARPS, UNROLL, MTILES>(
-            a + (int64_t)at.row0 * k, w + (int64_t)(at.w_row0 - at.col0) * k, m, at.col0, n, k, 0,
-            kgroups, flags & ktune_matmul_impl::VEC_LOADS, acc);
+            a + (int64_t)at.row0 * k, w + (int64_t)(at.w_row0 - at.col0) * k, m, at.col0, n, k,
+            g_begin, g_end, flags & ktune_matmul_impl::VEC_LOADS, acc);
         ktune_matmul_impl::gemv_reduce<ROWS, WARPS, MTILES>(acc, red, part);
-        __syncthreads();
-        for (int i = threadIdx.x; i < TILE; i += WARPS * 32) {
+        if constexpr (SPLIT > 1)
+            ktune_cluster::sync();
+        else
+            __syncthreads();
+        for (int i = begin + threadIdx.x; i < end; i += WARPS * 32) {
             const int row = i / ROWS, col = at.col0 + i % ROWS;
+            float sum = part[i];
+            if constexpr (SPLIT > 1) {
+                sum = 0;
+#pragma unroll
+                for (int q = 0; q < SPLIT; q++)
+                    sum += ktune_cluster::map(part, q)[i];
+            }
             if (row < m && col < n)
-                c[(int64_t)(at.row0 + row) * n + col] = ktune_matmul_impl::to_out<T>(part[i]);
+                c[(int64_t)(at.row0 + row) * n + col] = ktune_matmul_impl::to_out<T>(sum);
         }
-        __syncthreads(); /* red and part serve the next tile */
+        /* red and part serve the next tile, once every block of the cluster has read them */
+        if constexpr (SPLIT > 1)
+            ktune_cluster::sync();
+        else
+            __syncthreads();
     }
 }
 
-template <int ROWS, int WARPS, int UNROLL, int MTILES> struct decode_launcher {
+template <int ROWS, int WARPS, int UNROLL, int MTILES, int SPLIT> struct decode_launcher {
     template <typename T> static cudaError_t run(const problem &pb, cudaStream_t s)
     {
         using tiles_t = group_tiles<MTILES * 8, ROWS>;
         const int64_t bound = tiles_bound(pb.rows, pb.n, pb.groups, MTILES * 8, ROWS);
         if (bound < 0)
             return cudaErrorInvalidValue;
-        constexpr auto kernel = decode_kernel<T, ROWS, WARPS, UNROLL, MTILES>;
-        unsigned grid;
-        cudaError_t e = ktune_launch::persistent_grid<kernel>(dim3(WARPS * 32), dim3(1, 1, 1),
-                                                              tiles_t::SMEM, bound, &grid);
+        constexpr auto kernel = decode_kernel<T, ROWS, WARPS, UNROLL, MTILES, SPLIT>;
+        unsigned clusters;
+        cudaError_t e = ktune_launch::persistent_grid<kernel>(dim3(WARPS * 32), dim3(SPLIT, 1, 1),
+                                                              tiles_t::SMEM, bound, &clusters);
         if (e != cudaSuccess)
             return e;
         const typename tiles_t::params where = {pb.offsets, (int)pb.groups, (int)pb.rows, (int)pb.n};
-        return ktune_launch::launch(kernel, dim3(grid), dim3(WARPS * 32), dim3(1, 1, 1),
-                                    tiles_t::SMEM, s, (const T *)pb.a, (const T *)pb.w, (T *)pb.c,
+        return ktune_launch::launch(kernel, dim3(clusters * SPLIT), dim3(WARPS * 32),
+                                    dim3(SPLIT, 1, 1), tiles_t::SMEM, s, (const T *)pb.a, (const T *)pb.w, (T *)pb.c,
                                     where, pb.k,
                                     ktune_matmul_impl::layout_flags<T>(pb.a, pb.w, pb.c, pb.n, pb.k));
     }

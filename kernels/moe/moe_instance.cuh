@@ -15,8 +15,8 @@ typedef cudaError_t ktune__moe_launch_t(const ktune_moe_impl::problem *pb, int d
         return ktune_moe_impl::dispatch<__VA_ARGS__>(*pb, dtype, stream);                          \
     }
 
-#define KTUNE_MOE_DEFINE_DECODE(fn, rows, warps, unroll, mtiles)                                   \
-    KTUNE_MOE_DEFINE_(fn, ktune_moe_impl::decode_launcher<rows, warps, unroll, mtiles>)
+#define KTUNE_MOE_DEFINE_DECODE(fn, bn, warps, unroll, mtiles, split)                             \
+    KTUNE_MOE_DEFINE_(fn, ktune_moe_impl::decode_launcher<bn, warps, unroll, mtiles, split>)
 #define KTUNE_MOE_DEFINE_MMA(fn, bm, bn, bk, wm, wn, stages)                                       \
     KTUNE_MOE_DEFINE_(fn, ktune_moe_impl::mma_launcher<bm, bn, bk, wm, wn, stages>)
 #define KTUNE_MOE_DEFINE_WGMMA(fn, bm, bn, consumers, stages)                                      \

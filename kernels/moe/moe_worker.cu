@@ -1,12 +1,11 @@
 /* The moe family's side of a sweep worker: inputs, routing, the cuBLAS reference and anchors.
  *
- * Routing: the key's rows spread over its groups as uniform routing spreads them, each row's
- * group drawn uniformly (ktune_workload_routing, one expert a row) by a generator seeded by the
- * key, so that the sweep, verify and bench time the same groups; a decode key with fewer rows
- * than groups leaves groups empty, as a decode step does. Inputs are uniform in [-1, 1). The
- * reference is cuBLAS with fp32 output, one GEMM a non-empty group. A result passes when
- * |c - ref| <= 1e-3 * sqrt(k) + rtol * |ref|, rtol 2^-7 for bf16 and 2^-9 for f16 outputs (as
- * matmul's). NaN never passes.
+ * Routing: balanced (ktune_workload_balanced), as the anchors of the family were measured: every
+ * group takes rows / groups rows and the remainder goes one row each to groups drawn by a
+ * generator seeded by the key, so that the sweep, verify and bench time the same groups; a decode
+ * key with fewer rows than groups touches that many distinct experts, drawn the same way. Inputs are uniform in [-1, 1). The
+ * reference is cuBLAS with fp32 output, one GEMM a non-empty group; a result passes
+ * ktune_worker_gemm::compare_16bit's tolerance (matmul's). NaN never passes.
  *
  * Bytes one launch moves: the touched experts' weights, a and c; the copy anchor copies as many.
  * The bench's vendor paths: cuBLAS's grouped batched GEMM (cublasGemmGroupedBatchedEx, a group of
@@ -23,6 +22,7 @@
 #include "moe_instance.cuh"
 #include "worker.h"
 #include "worker_check.cuh"
+#include "worker_gemm.cuh"
 #include "workload.h"
 
 extern "C" {
@@ -59,7 +59,6 @@ struct state {
 cublasHandle_t handle;
 
 using ktune_common::from_cublas;
-using ktune_worker_check::compare_launch;
 
 cudaDataType_t cuda_type(int dtype) { return dtype == KTUNE_BF16 ? CUDA_R_16BF : CUDA_R_16F; }
 
@@ -72,10 +71,8 @@ bool routing(const int64_t *key, std::vector<int32_t> &offsets)
         return false;
     ktune_rng rng;
     ktune_rng_seed(&rng, routing_seed, key, 5);
-    std::vector<int32_t> expert_of((size_t)rows), order((size_t)rows);
     offsets.assign((size_t)groups + 1, 0);
-    return ktune_workload_routing(&rng, (int)rows, (int)groups, 1, 0.0, expert_of.data(),
-                                  offsets.data(), order.data()) == 0;
+    return ktune_workload_balanced(&rng, rows, (int)groups, offsets.data()) == 0;
 }
 
 /* The touched experts: those with rows. */
@@ -211,12 +208,8 @@ cudaError_t check_compare(cudaStream_t stream, unsigned long long *bad, int64_t 
 {
     *rows = st.rows;
     *cols = st.n;
-    const float atol = 1e-3f * sqrtf((float)st.k);
-    if (st.dtype == KTUNE_F16)
-        return compare_launch((const __half *)st.c[0], st.ref, st.rows * st.n, atol, 1.f / 512, bad,
-                              stream);
-    return compare_launch((const __nv_bfloat16 *)st.c[0], st.ref, st.rows * st.n, atol, 1.f / 128,
-                          bad, stream);
+    return ktune_worker_gemm::compare_16bit(st.dtype, st.c[0], st.ref, st.rows * st.n, st.k, bad,
+                                            stream);
 }
 
 cudaError_t copy(int set, cudaStream_t stream)
@@ -295,8 +288,6 @@ cudaError_t vendor(int which, int set, cudaStream_t stream)
         st.ldc.data(), np, st.group_size.data(), CUBLAS_COMPUTE_32F));
 }
 
-double flops(const int64_t *key) { return 2.0 * (double)key[1] * key[2] * key[3]; }
-
 /* The compute ceiling: one group of 8192 rows, 8192 x 8192 (a large dense GEMM). */
 void ceiling_key(const int64_t *key, int64_t *out)
 {
@@ -309,4 +300,5 @@ void ceiling_key(const int64_t *key, int64_t *out)
 
 const ktune_worker_family ktune_worker_family_def = {
     "moe", 5,     ktune__moe_candidates, ktune__moe_candidates_count, prepare, launch,
-    check_poison, check_compare, copy,   bytes,  release, vendors, vendor, flops, ceiling_key};
+    check_poison, check_compare, copy,   bytes,  release, vendors, vendor,
+    ktune_worker_gemm::flops, ceiling_key};

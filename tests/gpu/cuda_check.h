@@ -14,3 +14,13 @@
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
+
+/* Exits 77, which CTest reports as not run, where there is no CUDA device. */
+static inline void exit_without_gpu(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("no CUDA device: skipped\n");
+        exit(77);
+    }
+}

@@ -11,6 +11,7 @@
 
 #include <vector>
 
+#include "bits16.h"
 #include "cuda_check.h"
 #include "device.h"
 #include "ktune/ktune.h"
@@ -21,25 +22,6 @@
 extern "C" {
 extern const ktune_instance ktune__matmul_candidates[];
 extern const int ktune__matmul_candidates_count;
-}
-
-static uint16_t to_bits(float v, int dtype)
-{
-    if (dtype == KTUNE_F16)
-        return __half_raw(__float2half_rn(v)).x;
-    return __nv_bfloat16_raw(__float2bfloat16_rn(v)).x;
-}
-
-static float from_bits(uint16_t b, int dtype)
-{
-    if (dtype == KTUNE_F16) {
-        __half_raw r;
-        r.x = b;
-        return __half2float(__half(r));
-    }
-    __nv_bfloat16_raw r;
-    r.x = b;
-    return __bfloat162float(__nv_bfloat16(r));
 }
 
 struct problem {
@@ -55,9 +37,9 @@ static void problem_init(problem &p, cublasHandle_t h, unsigned seed)
     std::vector<uint16_t> a((size_t)(p.m * p.k)), w((size_t)(p.n * p.k));
     srand(seed);
     for (auto &x : a)
-        x = to_bits((float)rand() / RAND_MAX * 2.f - 1.f, p.dtype);
+        x = bits16_of((float)rand() / RAND_MAX * 2.f - 1.f, p.dtype);
     for (auto &x : w)
-        x = to_bits((float)rand() / RAND_MAX * 2.f - 1.f, p.dtype);
+        x = bits16_of((float)rand() / RAND_MAX * 2.f - 1.f, p.dtype);
     CHECK(cudaMalloc(&p.a, (a.size() + 8) * 2));
     CHECK(cudaMalloc(&p.w, (w.size() + 8) * 2));
     CHECK(cudaMalloc(&p.c, (size_t)(p.m * p.n + 8) * 2));
@@ -97,7 +79,7 @@ static long long check_output(const problem &p, int64_t *first)
     long long bad = 0;
     *first = -1;
     for (size_t i = 0; i < out.size(); i++) {
-        const double got = from_bits(out[i], p.dtype);
+        const double got = bits16_value(out[i], p.dtype);
         if (!(fabs(got - p.ref[i]) <= atol + rtol * fabs(p.ref[i]))) {
             if (bad++ == 0)
                 *first = (int64_t)i;
@@ -108,11 +90,7 @@ static long long check_output(const problem &p, int64_t *first)
 
 int main()
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
+    exit_without_gpu();
     const ktune_device *dev;
     cublasHandle_t handle;
     if (ktune__device_current(&dev) != KTUNE_OK || cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {

@@ -13,6 +13,7 @@
 
 #include <vector>
 
+#include "bits16.h"
 #include "cuda_check.h"
 #include "device.h"
 #include "ktune/ktune.h"
@@ -37,25 +38,6 @@ struct problem {
     std::vector<double> ref;
 };
 
-static float value(uint16_t b, int dtype)
-{
-    if (dtype == KTUNE_F16) {
-        __half_raw r;
-        r.x = b;
-        return __half2float(__half(r));
-    }
-    __nv_bfloat16_raw r;
-    r.x = b;
-    return __bfloat162float(__nv_bfloat16(r));
-}
-
-static uint16_t bits(float v, int dtype)
-{
-    if (dtype == KTUNE_F16)
-        return __half_raw(__float2half_rn(v)).x;
-    return __nv_bfloat16_raw(__float2bfloat16_rn(v)).x;
-}
-
 static void offsets_make(problem &p, routing r)
 {
     std::vector<int64_t> count((size_t)p.groups, 0);
@@ -79,12 +61,12 @@ static void problem_init(problem &p, routing r, unsigned seed)
     std::vector<uint16_t> a((size_t)(p.rows * p.k)), w((size_t)(p.groups * p.n * p.k));
     std::vector<double> av(a.size()), wv(w.size());
     for (size_t i = 0; i < a.size(); i++) {
-        a[i] = bits((float)rand() / RAND_MAX * 2 - 1, p.dtype);
-        av[i] = value(a[i], p.dtype);
+        a[i] = bits16_of((float)rand() / RAND_MAX * 2 - 1, p.dtype);
+        av[i] = bits16_value(a[i], p.dtype);
     }
     for (size_t i = 0; i < w.size(); i++) {
-        w[i] = bits((float)rand() / RAND_MAX * 2 - 1, p.dtype);
-        wv[i] = value(w[i], p.dtype);
+        w[i] = bits16_of((float)rand() / RAND_MAX * 2 - 1, p.dtype);
+        wv[i] = bits16_value(w[i], p.dtype);
     }
     CHECK(cudaMalloc(&p.a, a.size() * 2 + 16));
     CHECK(cudaMalloc(&p.w, w.size() * 2 + 16));
@@ -123,7 +105,7 @@ static long long check_output(const problem &p, int64_t *first)
     long long bad = 0;
     *first = -1;
     for (size_t i = 0; i < out.size(); i++) {
-        const double got = value(out[i], p.dtype);
+        const double got = bits16_value(out[i], p.dtype);
         if (!(fabs(got - p.ref[i]) <= atol + rtol * fabs(p.ref[i])) && bad++ == 0)
             *first = (int64_t)i;
     }
@@ -149,11 +131,7 @@ static bool device_runs(const ktune_instance *in, const ktune_device *dev)
 
 int main()
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
+    exit_without_gpu();
     const ktune_device *dev;
     if (ktune__device_current(&dev) != KTUNE_OK) {
         printf("cannot read the device\n");

@@ -13,6 +13,7 @@
 
 #include <vector>
 
+#include "bits16.h"
 #include "cuda_check.h"
 #include "device.h"
 #include "ktune/ktune.h"
@@ -37,25 +38,6 @@ struct problem {
     std::vector<double> ref;
     double typical = 0;
 };
-
-static float out_value(uint16_t b, int dtype)
-{
-    if (dtype == KTUNE_F16) {
-        __half_raw r;
-        r.x = b;
-        return __half2float(__half(r));
-    }
-    __nv_bfloat16_raw r;
-    r.x = b;
-    return __bfloat162float(__nv_bfloat16(r));
-}
-
-static uint16_t out_bits(float v, int dtype)
-{
-    if (dtype == KTUNE_F16)
-        return __half_raw(__float2half_rn(v)).x;
-    return __nv_bfloat16_raw(__float2bfloat16_rn(v)).x;
-}
 
 static double uniform() { return (double)rand() / RAND_MAX; }
 
@@ -89,7 +71,7 @@ static void problem_init(problem &p, unsigned seed)
         x = p.exact ? 1.f : (float)(s * (0.5 + uniform()));
     std::vector<uint16_t> bias((size_t)p.n);
     for (auto &x : bias)
-        x = out_bits((float)(uniform() * 2 - 1), p.out_dtype);
+        x = bits16_of((float)(uniform() * 2 - 1), p.out_dtype);
     CHECK(cudaMalloc(&p.a, a.size() + 16));
     CHECK(cudaMalloc(&p.w, w.size() + 16));
     CHECK(cudaMalloc(&p.c, (size_t)(p.m * p.n + 2) * 2));
@@ -110,7 +92,7 @@ static void problem_init(problem &p, unsigned seed)
                 sum += av[(size_t)(i * p.k + l)] * wv[(size_t)(j * p.k + l)];
             double v = sum * as[p.per_token ? (size_t)i : 0] * ws[p.per_channel ? (size_t)j : 0];
             if (p.bias)
-                v += out_value(bias[(size_t)j], p.out_dtype);
+                v += bits16_value(bias[(size_t)j], p.out_dtype);
             p.ref[(size_t)(i * p.n + j)] = v;
         }
     const double amax = p.exact ? 1 : p.qdtype == KTUNE_INT8 ? 127 : 4;
@@ -144,7 +126,7 @@ static long long check_output(const problem &p, int64_t *first)
     long long bad = 0;
     *first = -1;
     for (size_t i = 0; i < out.size(); i++) {
-        const double got = out_value(out[i], p.out_dtype);
+        const double got = bits16_value(out[i], p.out_dtype);
         if (!(fabs(got - p.ref[i]) <= atol + rtol * fabs(p.ref[i])) && bad++ == 0)
             *first = (int64_t)i;
     }
@@ -165,11 +147,7 @@ static bool fp8_refused(const ktune_instance *in)
 
 int main()
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
+    exit_without_gpu();
     const ktune_device *dev;
     if (ktune__device_current(&dev) != KTUNE_OK) {
         printf("cannot read the device\n");

@@ -121,11 +121,7 @@ static long long check_output(problem &p, void *y)
 
 int main()
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
+    exit_without_gpu();
     const ktune_device *dev;
     if (ktune__device_current(&dev) != KTUNE_OK) {
         printf("cannot read the device\n");

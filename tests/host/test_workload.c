@@ -73,6 +73,26 @@ int main(void)
     CHECK(offsets[1] - offsets[0] > offsets[experts] - offsets[experts - 1]);
     CHECK(ktune_workload_routing(&r, tokens, 2, 3, 0, expert_of, offsets, rows) == -1);
 
+    /* balanced: counts differ by at most one, sum to the rows; fewer rows than groups touch
+     * that many distinct groups */
+    int32_t bal[65];
+    CHECK(ktune_workload_balanced(&r, 1000, 64, bal) == 0);
+    int fewest = 1 << 30, most_rows = 0;
+    for (int g = 0; g < 64; g++) {
+        const int c = bal[g + 1] - bal[g];
+        fewest = c < fewest ? c : fewest;
+        most_rows = c > most_rows ? c : most_rows;
+    }
+    CHECK(bal[0] == 0 && bal[64] == 1000 && fewest == 15 && most_rows == 16);
+    CHECK(ktune_workload_balanced(&r, 6, 64, bal) == 0);
+    int touched = 0, most = 0;
+    for (int g = 0; g < 64; g++) {
+        touched += bal[g + 1] > bal[g];
+        most = bal[g + 1] - bal[g] > most ? bal[g + 1] - bal[g] : most;
+    }
+    CHECK(touched == 6 && most == 1 && bal[64] == 6);
+    CHECK(ktune_workload_balanced(&r, 5, 0, bal) == -1);
+
     /* scales: in [lo, hi] */
     float scales[1000];
     CHECK(ktune_workload_scales(&r, 1000, 1e-3f, 1e-1f, scales) == 0);
