@@ -67,6 +67,7 @@ typedef struct {
     const char *run, *out, *source_rev, *gpus, *model, *crossover, *plot, *where, *search;
     const char *device, *shard_text, *against;
     const char *batch_sizes, *out_in_features, *tp_split_dim, *x_q_dtype, *w_q_dtype, *seq_lengths;
+    const char *keys, *untuned;
     int sms, cc;
     int tp_size, ep_size;
     int argc;
@@ -237,9 +238,17 @@ static const option_spec option_table[] = {
         "the size --tp-size splits: out (column parallel, the default) or\n"
         "in (row parallel)"),
     OPT("--x-q-dtype", OPT_TEXT, x_q_dtype, 0, 0, NULL, "DTYPE",
-        "the activations' quantized type (int8)"),
+        "the activations' quantized type (int8; a family without int8\n"
+        "shapes, e.g. matmul: each dtype its own shapes use)"),
     OPT("--w-q-dtype", OPT_TEXT, w_q_dtype, 0, 0, NULL, "DTYPE",
         "the weight's quantized type (int8); the same as --x-q-dtype"),
+    OPT("--key", OPT_TEXT, keys, 0, 0, NULL, "K",
+        "these keys instead of the space's shapes: every dimension as\n"
+        "name=value, e.g. 'dtype=bf16,m=3,n=4096,k=4096'; several keys\n"
+        "separated by ';'"),
+    OPT("--untuned", OPT_TEXT, untuned, 0, 0, NULL, "FILE",
+        "the family's keys in FILE instead of the space's shapes: the\n"
+        "lines KTUNE_UNTUNED_FILE records (the keys a program ran untuned)"),
     OPT("--where", OPT_TEXT, where, 0, 0, NULL, "EXPR",
         "only the shapes for which EXPR over the key holds, e.g.\n"
         "'m <= 16 && k >= 4096' (sweep, expand)"),
@@ -433,6 +442,22 @@ static int load_space(const options *o, ktune_space *s)
         return usage_error("%s needs a family or --space", o->command);
     }
     const int linear = o->out_in_features != NULL;
+    if (o->keys || o->untuned) {
+        const char *flag = o->keys ? "--key" : "--untuned";
+        const char *other = o->keys && o->untuned ? "--untuned"
+                            : o->model            ? "--model"
+                            : linear              ? "--out-in-features"
+                            : o->batch_sizes      ? "--batch-sizes"
+                            : o->seq_lengths      ? "--seq-lengths"
+                            : o->tp_size          ? "--tp-size"
+                            : o->ep_size          ? "--ep-size"
+                                                  : NULL;
+        if (other) {
+            char text[64];
+            snprintf(text, sizeof text, "%s and %s", flag, other);
+            return usage_error("%s both name shapes: give one", text);
+        }
+    }
     if (o->tp_size && !o->model && !linear)
         return usage_error("--tp-size needs --model or --out-in-features%s", "");
     if (linear && (o->seq_lengths || o->ep_size))
@@ -465,7 +490,9 @@ static int load_space(const options *o, ktune_space *s)
                            .seqs = seqs,
                            .nseqs = nseqs,
                            .where = o->where,
-                           .linear = linear ? &lin : NULL};
+                           .linear = linear ? &lin : NULL,
+                           .keys = o->keys,
+                           .untuned = o->untuned};
     if (ktune_space_load_with(path, &so, s, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return KTUNE_EXIT_FAILED;

@@ -115,6 +115,7 @@ int ktune_linear_parse(const char *batch_sizes, const char *out_in_features, int
                                "quantized to one type (w8a8)",
                           ktune_dtype_name(x), ktune_dtype_name(w));
     l->dtype = x;
+    l->dtype_given = x_q_dtype || w_q_dtype;
     return 0;
 }
 

@@ -22,6 +22,8 @@ typedef struct {
     int64_t tp;   /* >= 1 */
     int split_in; /* 0: OUT is split (column parallel), 1: IN (row parallel) */
     int64_t dtype;
+    int dtype_given; /* --x-q-dtype or --w-q-dtype named it; else int8, the seed's default, for
+                        a space whose own shapes are int8, or each dtype its own shapes use */
 } ktune_linear_shapes;
 
 /* The flags' values (NULL: not given; tp 0: not given) into l. Errors name the flag and the

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keys.h"
 #include "models.h"
 
 static const ktune_space *sort_space; /* qsort has no context argument in C11 */
@@ -26,8 +27,9 @@ static int shape_add(shape_list *l, const int64_t *key, const char *file, const 
                      ktune_err *err)
 {
     if (l->count == KTUNE_MAX_SHAPES)
-        return ktune_fail_at(err, file, at->line, at->col, "more than %d shapes",
-                             KTUNE_MAX_SHAPES);
+        return at ? ktune_fail_at(err, file, at->line, at->col, "more than %d shapes",
+                                  KTUNE_MAX_SHAPES)
+                  : ktune_fail(err, "more than %d shapes", KTUNE_MAX_SHAPES);
     if (l->count == l->cap) {
         l->cap = l->cap ? l->cap * 2 : 64;
         l->items = realloc(l->items, l->cap * sizeof *l->items);
@@ -481,8 +483,8 @@ cleanup:
 }
 
 /* The command line's linear layers (linear.h) as shapes of s. */
-static int load_linear(const ktune_linear_shapes *lin, ktune_space *s, shape_list *l,
-                       ktune_err *err)
+static int load_linear(const ktune_linear_shapes *lin, const int64_t *dtypes, int ndtypes,
+                       ktune_space *s, shape_list *l, ktune_err *err)
 {
     int dim[3] = {-1, -1, -1}, dtype_dim = -1;
     static const char *const names[3] = {"m", "n", "k"};
@@ -501,13 +503,52 @@ static int load_linear(const ktune_linear_shapes *lin, ktune_space *s, shape_lis
     if (dim[0] < 0 || dim[1] < 0 || dim[2] < 0)
         return ktune_fail(err, "--out-in-features: %s's key has no dimensions m, n and k",
                           s->family);
-    for (int i = 0; i < lin->nbatch * lin->nfeatures; i++) {
-        int64_t key[KTUNE_MAX_KEY] = {0};
-        ktune_linear_shape(lin, i, &key[dim[0]], &key[dim[1]], &key[dim[2]]);
-        if (dtype_dim >= 0)
-            key[dtype_dim] = lin->dtype;
-        if (shape_add(l, key, NULL, NULL, err))
-            return -1;
+    for (int t = 0; t < (dtype_dim >= 0 ? ndtypes : 1); t++)
+        for (int i = 0; i < lin->nbatch * lin->nfeatures; i++) {
+            int64_t key[KTUNE_MAX_KEY] = {0};
+            ktune_linear_shape(lin, i, &key[dim[0]], &key[dim[1]], &key[dim[2]]);
+            if (dtype_dim >= 0)
+                key[dtype_dim] = dtypes[t];
+            if (shape_add(l, key, NULL, NULL, err))
+                return -1;
+        }
+    return 0;
+}
+
+/* The dtypes of --out-in-features' shapes: the one given, else int8 (the seed's default) where
+ * the space's own shapes use it, else each dtype they use. */
+static int linear_dtypes(const char *file, const ktune_node *n, ktune_space *s,
+                         const ktune_linear_shapes *lin, int64_t *dtypes, int *ndtypes,
+                         ktune_err *err)
+{
+    *ndtypes = 1;
+    dtypes[0] = lin->dtype;
+    int dd = -1;
+    for (int d = 0; d < s->nkey; d++)
+        if (s->key[d].kind == KTUNE_DIM_DTYPE)
+            dd = d;
+    if (lin->dtype_given || dd < 0)
+        return 0;
+    const ktune_space_opts own = {0};
+    if (ktune_shapes_load(file, n, s, &own, err))
+        return -1;
+    int seed_default = 0;
+    *ndtypes = 0;
+    for (int i = 0; i < s->nshapes; i++) {
+        const int64_t t = s->shapes[i].key[dd];
+        int seen = t == lin->dtype;
+        seed_default |= seen;
+        for (int j = 0; j < *ndtypes && !seen; j++)
+            seen = dtypes[j] == t;
+        if (!seen && *ndtypes < KTUNE_DTYPE_COUNT)
+            dtypes[(*ndtypes)++] = t;
+    }
+    free(s->shapes);
+    s->shapes = NULL;
+    s->nshapes = 0;
+    if (seed_default || *ndtypes == 0) {
+        *ndtypes = 1;
+        dtypes[0] = lin->dtype;
     }
     return 0;
 }
@@ -522,6 +563,12 @@ static int models_entry_lists(const ktune_node *e, const char *model)
     return 0;
 }
 
+/* A key of --key or --untuned into the list. */
+static int key_sink(void *ctx, const int64_t *key, ktune_err *err)
+{
+    return shape_add(ctx, key, NULL, NULL, err);
+}
+
 int ktune_shapes_load(const char *file, const ktune_node *n, ktune_space *s,
                       const ktune_space_opts *o, ktune_err *err)
 {
@@ -531,13 +578,23 @@ int ktune_shapes_load(const char *file, const ktune_node *n, ktune_space *s,
         return -1;
     shape_list l = {0};
     int rc = 0, models = 0, listing = 0;
-    if (o && o->linear)
-        rc = load_linear(o->linear, s, &l, err);
+    const int named = o && (o->linear || o->keys || o->untuned); /* the command line's keys */
+    if (o && o->linear) {
+        int64_t dtypes[KTUNE_DTYPE_COUNT];
+        int ndtypes;
+        rc = linear_dtypes(file, n, s, o->linear, dtypes, &ndtypes, err);
+        if (rc == 0)
+            rc = load_linear(o->linear, dtypes, ndtypes, s, &l, err);
+    }
+    else if (o && o->keys)
+        rc = ktune_keys_parse(s, o->keys, key_sink, &l, err);
+    else if (o && o->untuned)
+        rc = ktune_keys_read_untuned(s, o->untuned, key_sink, &l, err);
     /* --model: the models entries that list the model, or every models entry where none does (a
      * preset the space does not name takes all of them) */
-    for (int i = 0; o && o->model && !o->linear && i < n->count; i++)
+    for (int i = 0; o && o->model && !named && i < n->count; i++)
         listing += models_entry_lists(n->items[i], o->model);
-    for (int i = 0; i < n->count && rc == 0 && !(o && o->linear); i++) {
+    for (int i = 0; i < n->count && rc == 0 && !named; i++) {
         const ktune_node *e = n->items[i];
         if (ktune_expect(file, e, KTUNE_NODE_MAP, "a shapes entry", err) ||
             ktune_expect_keys(file, e, allowed, NULL, err)) {

@@ -76,6 +76,8 @@ typedef struct {
     const char *where; /* only the shapes for which this expression over the key holds (--where) */
     const ktune_linear_shapes *linear; /* these linear layers' shapes instead of the space's
                                           (--batch-sizes, --out-in-features...), or NULL */
+    const char *keys;    /* these keys instead of the space's shapes (--key, keys.h), or NULL */
+    const char *untuned; /* the keys of this file instead (--untuned, keys.h), or NULL */
 } ktune_space_opts;
 
 int ktune_space_load_with(const char *path, const ktune_space_opts *opts, ktune_space *space,

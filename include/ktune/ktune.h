@@ -13,14 +13,17 @@
  *      |log2(requested) - log2(tuned)|; ties go to the first row in key order.
  *   4. Default: the first configuration of the family's default list that is valid for the key.
  *
- * A key answered by step 3 or 4 prints a one-time warning on stderr naming it (set KTUNE_LOG=quiet
- * to silence). Environment:
+ * A key answered by step 3 or 4 prints a one-time warning on stderr naming it and the command that
+ * tunes it (`ktune sweep <family> --key '<dim>=<value>,...' --apply`; set KTUNE_LOG=quiet to
+ * silence). Environment:
  *   KTUNE_LOG=debug                  print every selection and why
  *   KTUNE_FORCE=<family>=<config>    pin a configuration (comma-separate several families);
  *                                    it must be compiled in (the tables' configs and the
  *                                    defaults; every config with -DKTUNE_LIBRARY_ALL_CONFIGS=ON),
  *                                    and one unknown or invalid for a key is an error
- *   KTUNE_UNTUNED_FILE=<path>        append each untuned key to <path>, for the next sweep
+ *   KTUNE_UNTUNED_FILE=<path>        append each untuned key to <path> as a line
+ *                                    "<family> <dim>=<value> ...", which
+ *                                    `ktune sweep <family> --untuned <path>` tunes
  */
 #ifndef KTUNE_KTUNE_H
 #define KTUNE_KTUNE_H

@@ -337,8 +337,15 @@ ktune_status ktune__select(const ktune_family *f, const int64_t *key, const ktun
     if (st == KTUNE_OK &&
         (c->reason == KTUNE_REASON_NEAREST || c->reason == KTUNE_REASON_DEFAULT) &&
         first_miss(f, key)) {
-        if (!log_quiet && !log_debug)
-            fprintf(stderr, "ktune: warning: %s -> %s\n", c->why, c->config);
+        if (!log_quiet && !log_debug) {
+            /* the command that tunes the key: its dimensions as --key takes them */
+            char keyarg[160];
+            ktune__key_format(f, key, keyarg, sizeof keyarg);
+            for (char *p = keyarg; *p; p++)
+                *p = *p == ' ' ? ',' : *p;
+            fprintf(stderr, "ktune: warning: %s -> %s; to tune it: ktune sweep %s --key '%s' --apply\n",
+                    c->why, c->config, f->name, keyarg);
+        }
         if (untuned_path[0]) {
             FILE *out = fopen(untuned_path, "a");
             if (out) {

@@ -101,6 +101,12 @@ int main(void)
     pick(&a, KTUNE_F16, 1500, &r, &st);
     pick(&none, KTUNE_F16, 50, &r, &st);
     CHECK(lines_in(untuned) == 7);
+    /* in the form `ktune sweep FAMILY --untuned FILE` reads (tests/data/untuned.txt) */
+    FILE *rec = fopen(untuned, "r");
+    char first[128] = "";
+    CHECK(rec && fgets(first, sizeof first, rec) && strcmp(first, "fam dtype=f16 n=100\n") == 0);
+    if (rec)
+        fclose(rec);
 
     setenv("KTUNE_FORCE", "other=zzz,fam=v_tile2", 1);
     ktune__select_reset();
