@@ -732,8 +732,12 @@ static int cmd_gen(const options *o, const ktune_space *s)
     for (int i = 0; i < s->ndefaults; i++)
         used[s->defaults[i]] = 1;
     for (int i = 0; i < count; i++) {
-        for (int e = 0; e < regs[i].nentries; e++)
-            used[ktune_space_find_config(s, regs[i].entries[e].config)] = 1;
+        for (int e = 0; e < regs[i].nentries; e++) {
+            const ktune_entry *en = &regs[i].entries[e];
+            used[ktune_space_find_config(s, en->config)] = 1;
+            for (int j = 0; j < en->nrunner_ups && j < KTUNE_ADAPT_RUNNER_UPS; j++)
+                used[ktune_space_find_config(s, en->runner_ups[j].config)] = 1;
+        }
         char label[4096];
         registry_label(r.paths[i], label, sizeof label);
         /* relative to the registry dir: <device>/<family>.h */
@@ -750,20 +754,32 @@ static int cmd_gen(const options *o, const ktune_space *s)
             lib[nlib++] = i;
     }
     int **instances = calloc((size_t)count + 1, sizeof *instances);
+    int **runners = calloc((size_t)count + 1, sizeof *runners);
     for (int i = 0; i < count; i++) {
         instances[i] = malloc(sizeof **instances * (size_t)(regs[i].nentries + 1));
-        for (int e = 0; e < regs[i].nentries; e++)
-            instances[i][e] = position[ktune_space_find_config(s, regs[i].entries[e].config)];
+        runners[i] = malloc(sizeof **runners * (size_t)(regs[i].nentries * KTUNE_ADAPT_RUNNER_UPS + 1));
+        for (int e = 0; e < regs[i].nentries; e++) {
+            const ktune_entry *en = &regs[i].entries[e];
+            instances[i][e] = position[ktune_space_find_config(s, en->config)];
+            for (int j = 0; j < KTUNE_ADAPT_RUNNER_UPS; j++)
+                runners[i][e * KTUNE_ADAPT_RUNNER_UPS + j] =
+                    j < en->nrunner_ups ? position[ktune_space_find_config(s, en->runner_ups[j].config)]
+                                        : -1;
+        }
     }
     int bad = ktune_emit_space(s, &tools, o->out, &err) ||
               ktune_emit_instances(s, "candidates", all, s->nconfigs, o->shards, &tools, o->out,
                                    &err) ||
               ktune_emit_instances(s, "library", lib, nlib, o->shards, &tools, o->out, &err) ||
               ktune_emit_table_index(s, regs, (const char *const *)headers,
-                                     (const int *const *)instances, count, &tools, o->out, &err);
-    for (int i = 0; i < count; i++)
+                                     (const int *const *)instances, (const int *const *)runners,
+                                     count, &tools, o->out, &err);
+    for (int i = 0; i < count; i++) {
         free(instances[i]);
+        free(runners[i]);
+    }
     free(instances);
+    free(runners);
     free(position);
     free(lib);
     if (bad)

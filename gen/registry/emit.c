@@ -346,8 +346,9 @@ int ktune_emit_table(const ktune_space *s, const ktune_registry *reg, const char
 }
 
 int ktune_emit_table_index(const ktune_space *s, const ktune_registry *regs,
-                           const char *const *headers, const int *const *instances, int count,
-                           const ktune_emit_tools *tools, const char *out_dir, ktune_err *err)
+                           const char *const *headers, const int *const *instances,
+                           const int *const *runners, int count, const ktune_emit_tools *tools,
+                           const char *out_dir, ktune_err *err)
 {
     ktune_buf d = {0};
     defs_begin(&d, s, "the registries of generated/");
@@ -364,6 +365,9 @@ int ktune_emit_table_index(const ktune_space *s, const ktune_registry *regs,
         ktune_buf_printf(&d, "kt4_table([[%s]], [[%s]], [[", headers[i], symbol);
         for (int r = 0; r < regs[i].nentries; r++)
             ktune_buf_printf(&d, "%s%d", r ? ", " : "", instances[i][r]);
+        ktune_buf_printf(&d, "]], [[");
+        for (int r = 0; r < regs[i].nentries * KTUNE_ADAPT_RUNNER_UPS; r++)
+            ktune_buf_printf(&d, "%s%d", r ? ", " : "", runners[i][r]);
         ktune_buf_printf(&d, "]])");
     }
     ktune_buf_printf(&d, "]])\n");

@@ -22,9 +22,11 @@ int ktune_emit_table(const ktune_space *space, const ktune_registry *reg, const 
                      const ktune_emit_tools *tools, ktune_buf *out, ktune_err *err);
 /* <out_dir>/<family>_tables.c: every device table, by header path relative to the registry dir,
  * and for each its rows' instance indices into the library (instances[t][row], -1 where the
- * config is not compiled in). */
+ * config is not compiled in) and their runner-ups' (runners[t][row * KTUNE_ADAPT_RUNNER_UPS +
+ * j], -1: none). */
 int ktune_emit_table_index(const ktune_space *space, const ktune_registry *regs,
-                           const char *const *headers, const int *const *instances, int count,
-                           const ktune_emit_tools *tools, const char *out_dir, ktune_err *err);
+                           const char *const *headers, const int *const *instances,
+                           const int *const *runners, int count, const ktune_emit_tools *tools,
+                           const char *out_dir, ktune_err *err);
 
 #endif

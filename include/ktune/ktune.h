@@ -131,6 +131,23 @@ typedef struct {
 ktune_status ktune_explain(const char *family, const char *key, const ktune_device_spec *device,
                            ktune_choice *choice);
 
+/* Online adaptation, off by default: KTUNE_ADAPT=1 in the environment, or ktune_adapt_enable(1),
+ * turns it on for the process. A key launched 8 times or more is then timed on the caller's
+ * stream with its candidates: the configuration the table answers it with and that row's
+ * runner-ups of the sweep (up to 3, those valid for the key), each launched in turn between two
+ * events that a later call reads (never a wait in the caller's path, nothing while the stream is
+ * being captured into a graph); once each has 5 samples the key settles on the fastest median.
+ * Every candidate is a configuration the sweep checked, so results are as correct as the table's.
+ * With adaptation off a launch costs the table lookup it always did. */
+void ktune_adapt_enable(int on);
+
+/* What adaptation settled, for the next sweep: for each key that chose between candidates, a
+ * comment line ("# family key: config at X us, the table's config at Y us (of N)") and the key
+ * in the form KTUNE_UNTUNED_FILE records ("family dim=value ..."), which `ktune sweep family
+ * --untuned FILE` reads. Writes at most size bytes, NUL-terminated, whole lines; returns the
+ * length of the whole report (larger than size - 1: it was cut). */
+size_t ktune_adapt_report(char *buf, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

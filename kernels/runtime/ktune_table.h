@@ -90,7 +90,13 @@ typedef struct {
     const char *const *defaults; /* first valid one wins */
     int ndefaults;
     ktune_valid_fn valid;
+    /* for each table, KTUNE_ADAPT_RUNNER_UPS instance indices a row: its registry's first
+     * runner-ups, the candidates of online adaptation (-1: none); NULL: no runner-ups */
+    const int *const *table_runner_instances;
 } ktune_family;
+
+/* The runner-ups a table row keeps for online adaptation (KTUNE_ADAPT). */
+#define KTUNE_ADAPT_RUNNER_UPS 3
 
 /* Sets *dtype and returns 1 when name is a dtype's name (KTUNE_DTYPE_MAP). */
 int ktune_dtype_parse(const char *name, int64_t *dtype);

@@ -206,6 +206,41 @@ static double key_distance(const ktune_family *f, const int64_t *a, const int64_
     return dist;
 }
 
+/* The row of table t whose config answers key: the exact key's where its config is compiled in
+ * and valid, else the nearest key's (log distance) whose config is; -1 where none. *exact says
+ * which. */
+static int answering_row(const ktune_family *f, int ti, const int64_t *key, const ktune_device *dev,
+                         int *exact)
+{
+    const ktune_table *t = f->tables[ti];
+    const int *idx = f->table_instances[ti];
+    int r = row_find(f, t, key);
+    *exact = 1;
+    if (r >= 0 && idx[r] >= 0 && instance_valid(f, idx[r], key, dev))
+        return r;
+    *exact = 0;
+    int best = -1;
+    double best_dist = INFINITY;
+    for (int i = 0; i < t->nrows; i++) {
+        if (idx[i] < 0)
+            continue;
+        double d = key_distance(f, key, t->rows[i].key);
+        if (d < best_dist && instance_valid(f, idx[i], key, dev)) {
+            best = i;
+            best_dist = d;
+        }
+    }
+    return best;
+}
+
+int ktune__select_row(const ktune_family *f, const int64_t *key, const ktune_device *dev,
+                      int *table)
+{
+    int exact;
+    *table = table_for(f, dev);
+    return *table >= 0 ? answering_row(f, *table, key, dev, &exact) : -1;
+}
+
 /* Returns 1 the first time a key is seen (and remembers it). Called with the lock held. */
 static int first_miss(const ktune_family *f, const int64_t *key)
 {
@@ -265,26 +300,16 @@ static ktune_status select_locked(const ktune_family *f, const int64_t *key, con
     if (t) {
         const int *idx = f->table_instances[ti];
         c->table = t->device;
-        int r = row_find(f, t, key);
-        if (r >= 0 && idx[r] >= 0 && instance_valid(f, idx[r], key, dev)) {
-            *instance = idx[r];
+        int exact;
+        const int best = answering_row(f, ti, key, dev, &exact);
+        if (best >= 0 && exact) {
+            *instance = idx[best];
             c->reason = KTUNE_REASON_EXACT;
-            c->tuned_us = t->rows[r].us;
-            c->config = f->instances[idx[r]].name;
+            c->tuned_us = t->rows[best].us;
+            c->config = f->instances[idx[best]].name;
             snprintf(c->why, sizeof c->why, "%s %s: tuned on %.120s (%.2f us, default %.2f us)",
-                     f->name, keytext, t->device, t->rows[r].us, t->rows[r].default_us);
+                     f->name, keytext, t->device, t->rows[best].us, t->rows[best].default_us);
             return KTUNE_OK;
-        }
-        int best = -1;
-        double best_dist = INFINITY;
-        for (int i = 0; i < t->nrows; i++) {
-            if (idx[i] < 0)
-                continue;
-            double d = key_distance(f, key, t->rows[i].key);
-            if (d < best_dist && instance_valid(f, idx[i], key, dev)) {
-                best = i;
-                best_dist = d;
-            }
         }
         if (best >= 0) {
             char neartext[160];

@@ -17,6 +17,11 @@ extern "C" {
 ktune_status ktune__select(const ktune_family *family, const int64_t *key, const ktune_device *device,
                           int *instance, ktune_choice *choice);
 
+/* The table row whose config ktune__select answers key with (the exact key's, else the nearest
+ * valid one's), its table's index in *table; -1 where no row answers (a default does). */
+int ktune__select_row(const ktune_family *family, const int64_t *key, const ktune_device *device,
+                      int *table);
+
 /* Index of the instance named name, or -1. */
 int ktune__instance_find(const ktune_family *family, const char *name);
 

@@ -1,6 +1,7 @@
 /* Every matmul config of the space, on odd shapes (tails in m, n and k; k not a multiple of 8;
  * unaligned pointers), against cuBLAS with fp32 output, on poisoned outputs; then the public
- * entry point. Exits 77 without a GPU. */
+ * entry point, and online adaptation (KTUNE_ADAPT) on a tuned key of this device's table. Exits
+ * 77 without a GPU. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -11,9 +12,11 @@
 
 #include <vector>
 
+#include "adapt.h"
 #include "bits16.h"
 #include "cuda_check.h"
 #include "device.h"
+#include "families.h"
 #include "ktune/ktune.h"
 #include "matmul_instance.cuh"
 #include "matmul_space.h"
@@ -86,6 +89,80 @@ static long long check_output(const problem &p, int64_t *first)
         }
     }
     return bad;
+}
+
+/* Online adaptation on this device's table: a small tuned key with runner-ups launched often
+ * settles (the report names it), its results stay right, and a launch captured into a graph is
+ * not timed and replays right. Without a table for this device there is nothing to adapt, and
+ * that is all it checks. */
+static int adaptation(const ktune_device *dev, cublasHandle_t handle)
+{
+    const ktune_family *f = ktune__family_find("matmul");
+    int table = -1, row = -1;
+    for (int t = 0; f && t < f->ntables && row < 0; t++) {
+        if (strcmp(f->tables[t]->device, dev->name) != 0)
+            continue;
+        for (int r = 0; r < f->tables[t]->nrows && row < 0; r++) {
+            const int64_t *k = f->tables[t]->rows[r].key;
+            if (k[1] <= 64 && k[2] * k[3] <= ((int64_t)1 << 24) && f->table_runner_instances &&
+                f->table_runner_instances[t][r * KTUNE_ADAPT_RUNNER_UPS] >= 0) {
+                table = t;
+                row = r;
+            }
+        }
+    }
+    if (row < 0) {
+        printf("adaptation: no small tuned key with runner-ups for %s; not checked\n", dev->name);
+        return 1;
+    }
+    const int64_t *key = f->tables[table]->rows[row].key;
+    problem p;
+    p.dtype = (int)key[0];
+    p.m = key[1];
+    p.n = key[2];
+    p.k = key[3];
+    p.offset = 0;
+    problem_init(p, handle, 4242);
+    ktune__select_reset();
+    ktune__adapt_reset();
+    ktune_adapt_enable(1);
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s));
+    int ok = 1;
+    for (int call = 0; call < 80 && ok; call++) {
+        ok &= ktune_matmul(p.a, p.w, p.c, p.m, p.n, p.k, (ktune_dtype)p.dtype, s) == KTUNE_OK;
+        if (call % 8 == 7)
+            CHECK(cudaStreamSynchronize(s));
+    }
+    CHECK(cudaStreamSynchronize(s));
+    int64_t first;
+    ok &= check_output(p, &first) == 0;
+    char report[4096], keytext[160];
+    ktune__key_format(f, key, keytext, sizeof keytext);
+    char line[256];
+    snprintf(line, sizeof line, "\nmatmul %s\n", keytext);
+    ok &= ktune_adapt_report(report, sizeof report) > 0 && strstr(report, line) != NULL;
+    printf("adaptation of matmul %s (table: %s):\n%s", keytext,
+           f->tables[table]->rows[row].config, report);
+    /* captured: not timed, replayed right */
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CHECK(cudaMemset(p.c, 0xff, (size_t)(p.m * p.n) * 2));
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    ok &= ktune_matmul(p.a, p.w, p.c, p.m, p.n, p.k, (ktune_dtype)p.dtype, s) == KTUNE_OK;
+    CHECK(cudaStreamEndCapture(s, &graph));
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    ok &= check_output(p, &first) == 0;
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(graph));
+    CHECK(cudaStreamDestroy(s));
+    ktune_adapt_enable(0);
+    problem_free(p);
+    if (!ok)
+        printf("FAIL adaptation\n");
+    return ok;
 }
 
 int main()
@@ -179,6 +256,7 @@ int main()
     ok &= ktune_matmul_explain(0, 4, 4, KTUNE_F16, &c) == KTUNE_ERROR_INVALID_ARGUMENT;
     if (!ok)
         printf("FAIL explain / KTUNE_FORCE / argument checks\n");
+    ok &= adaptation(dev, handle);
     cublasDestroy(handle);
     return failures == 0 && ok ? 0 : 1;
 }

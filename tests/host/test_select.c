@@ -37,7 +37,7 @@ static const int instances_a[] = {1, 0, -1, 2}, instances_b[] = {2};
 static const int *const table_instances[] = {instances_a, instances_b};
 static const char *const defaults[] = {"v_tile1", "w_any"};
 static const ktune_family fam = {"fam", 2, key_names, key_kinds, tables, 2, table_instances,
-                                 instances, 3, defaults, 2, valid};
+                                 instances, 3, defaults, 2, valid, NULL};
 
 static const char *pick(const ktune_device *d, int64_t dtype, int64_t n, ktune_reason *reason,
                         ktune_status *status)
