@@ -540,7 +540,8 @@ static void source_revision(const options *o, char *out, size_t size)
         snprintf(out, size, "%s", ktune_is_safe_text(given, 60) ? given : "unknown");
         return;
     }
-    FILE *p = popen("git -C '" KTUNE_SOURCE_DIR "' describe --always --dirty --abbrev=12 2>/dev/null", "r");
+    FILE *p = popen(
+        "git -C '" KTUNE_SOURCE_DIR "' describe --always --dirty --abbrev=12 2>/dev/null", "r");
     if (!p)
         return;
     char line[128];
@@ -757,14 +758,16 @@ static int cmd_gen(const options *o, const ktune_space *s)
     int **runners = calloc((size_t)count + 1, sizeof *runners);
     for (int i = 0; i < count; i++) {
         instances[i] = malloc(sizeof **instances * (size_t)(regs[i].nentries + 1));
-        runners[i] = malloc(sizeof **runners * (size_t)(regs[i].nentries * KTUNE_ADAPT_RUNNER_UPS + 1));
+        runners[i] =
+            malloc(sizeof **runners * (size_t)(regs[i].nentries * KTUNE_ADAPT_RUNNER_UPS + 1));
         for (int e = 0; e < regs[i].nentries; e++) {
             const ktune_entry *en = &regs[i].entries[e];
             instances[i][e] = position[ktune_space_find_config(s, en->config)];
             for (int j = 0; j < KTUNE_ADAPT_RUNNER_UPS; j++)
                 runners[i][e * KTUNE_ADAPT_RUNNER_UPS + j] =
-                    j < en->nrunner_ups ? position[ktune_space_find_config(s, en->runner_ups[j].config)]
-                                        : -1;
+                    j < en->nrunner_ups
+                        ? position[ktune_space_find_config(s, en->runner_ups[j].config)]
+                        : -1;
         }
     }
     int bad = ktune_emit_space(s, &tools, o->out, &err) ||
@@ -814,7 +817,8 @@ static int do_apply(const options *o, const ktune_space *s, const char *run)
         fprintf(stderr, "%s\n", err.msg);
         return KTUNE_EXIT_FAILED;
     }
-    fprintf(stderr, "ktune: %s: %d added, %d replaced, %d kept (%d of them with this run's time)%s\n",
+    fprintf(stderr,
+            "ktune: %s: %d added, %d replaced, %d kept (%d of them with this run's time)%s\n",
             reg_path, counts.added, counts.replaced, counts.kept, counts.refreshed,
             changed ? "" : "; registry unchanged");
     if (access(reg_path, F_OK) != 0)
@@ -909,8 +913,10 @@ static int sweep_gpus(const options *o, const ktune_space *s, const char *run)
     if (no_gpu)
         return KTUNE_EXIT_NO_GPU;
     if (failed) {
-        fprintf(stderr, "ktune: the runs of the GPUs that finished are kept and nothing was merged: re-run the "
-                        "same command and each GPU's run resumes where it stopped\n");
+        fprintf(
+            stderr,
+            "ktune: the runs of the GPUs that finished are kept and nothing was merged: re-run the "
+            "same command and each GPU's run resumes where it stopped\n");
         return KTUNE_EXIT_FAILED;
     }
     ktune_err err;
@@ -1051,7 +1057,8 @@ static int cmd_show(const options *o, const ktune_space *s)
         if (s->key[d].kind == KTUNE_DIM_INT && strcmp(s->key[d].name, o->crossover) == 0)
             x = d;
     if (o->crossover && x < 0)
-        return usage_error("--crossover: '%s' is not an integer dimension of the key", o->crossover);
+        return usage_error("--crossover: '%s' is not an integer dimension of the key",
+                           o->crossover);
     registries found;
     if (registries_find(o, s, &found))
         return KTUNE_EXIT_FAILED;
@@ -1206,7 +1213,8 @@ int main(int argc, char **argv)
         if ((rc = load_space(&o2, &s)))
             return rc;
         if (merge) {
-            rc = ktune_merge_runs(&s, o.positionals[0], o.positionals + 1, o.npositionals - 1, &err);
+            rc =
+                ktune_merge_runs(&s, o.positionals[0], o.positionals + 1, o.npositionals - 1, &err);
             if (rc)
                 fprintf(stderr, "%s\n", err.msg);
             else

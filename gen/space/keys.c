@@ -79,7 +79,8 @@ int ktune_keys_parse(const ktune_space *s, const char *text, ktune_key_sink sink
         const size_t len = strcspn(p, ";");
         char item[KTUNE_KEY_TEXT_MAX], why[256];
         if (len >= sizeof item)
-            return ktune_fail(err, "--key: a key longer than %d characters", KTUNE_KEY_TEXT_MAX - 1);
+            return ktune_fail(err, "--key: a key longer than %d characters",
+                              KTUNE_KEY_TEXT_MAX - 1);
         memcpy(item, p, len);
         item[len] = '\0';
         int64_t key[KTUNE_MAX_KEY] = {0};

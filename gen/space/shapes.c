@@ -218,8 +218,8 @@ static void models_dir(const ktune_space *s, char *out, size_t size)
         snprintf(out, size, "models");
 }
 
-/* A degree of parallelism of a models entry (tp or ep): the command line's where given (cli > 0),
- * else the entry's one value or list, else 1. */
+/* The degrees of parallelism of a models entry (tp or ep): the command line's degree where it
+ * gives one (cli > 0), else the entry's value or list, else 1. */
 static int degrees_load(const char *file, const ktune_node *n, const char *what, int64_t cli,
                         int64_t *out, int *count, ktune_err *err)
 {
@@ -289,7 +289,7 @@ static int load_models(const char *file, const ktune_node *entry, ktune_space *s
         degrees_load(file, epn, "ep", o ? o->ep : 0, eps, &nep, err))
         return -1;
     /* every key dimension comes from the grid or from derive, not both; the grid has the batch,
-     * and the seq where derive uses it */
+     * and may have a seq */
     ktune_space_dim dims[KTUNE_MAX_KEY + 2];
     int ndims = 0, from_grid[KTUNE_MAX_KEY];
     ktune_expr *exprs[KTUNE_MAX_KEY] = {NULL}, *where = NULL;
@@ -419,9 +419,12 @@ static int load_models(const char *file, const ktune_node *entry, ktune_space *s
         const int64_t experts = model_dim(&model, "experts");
         for (int ei = 0; ei < nep; ei++)
             if (eps[ei] > 1 && (experts < 1 || experts % eps[ei] != 0)) {
-                if (o && o->ep > 0)
-                    ktune_fail(err, "--ep-size %lld: model %s has %s%lld experts", (long long)o->ep,
-                               model.name, experts < 1 ? "no " : "", experts < 1 ? 0LL : (long long)experts);
+                if (o && o->ep > 0 && experts < 1)
+                    ktune_fail(err, "--ep-size %lld: model %s has no experts", (long long)o->ep,
+                               model.name);
+                else if (o && o->ep > 0)
+                    ktune_fail(err, "--ep-size %lld: model %s has %lld experts", (long long)o->ep,
+                               model.name, (long long)experts);
                 else
                     ktune_fail_at(err, file, (epn ? epn : entry)->line, (epn ? epn : entry)->col,
                                   "ep %lld does not divide the %lld experts of model %s",
@@ -624,7 +627,8 @@ int ktune_shapes_load(const char *file, const ktune_node *n, ktune_space *s,
         rc = ktune_fail(err, "--model %s: %s derives no shapes from model presets", o->model, file);
     if (rc == 0 && o && o->where) {
         ktune_space_resolve_ctx ctx = {s, NULL};
-        ktune_expr *where = ktune_expr_parse(o->where, ktune_space_resolve, &ctx, "--where", 1, 1, err);
+        ktune_expr *where =
+            ktune_expr_parse(o->where, ktune_space_resolve, &ctx, "--where", 1, 1, err);
         size_t kept = 0;
         for (size_t i = 0; where && i < l.count; i++) {
             ktune_expr_env env = {NULL, l.items[i].key, NULL};

@@ -20,6 +20,29 @@ inline void ceiling_key(const int64_t *key, int64_t *out)
     out[1] = out[2] = out[3] = 8192;
 }
 
+/* The a, w and c of every input set from the arena: the sets' a, then their w, then their c, each
+ * `bytes` long. */
+inline void take_sets(ktune_worker_check::carver &arena, int sets, size_t abytes, size_t wbytes,
+                      size_t cbytes, void **a, void **w, void **c)
+{
+    for (int s = 0; s < sets; s++)
+        a[s] = arena.take(abytes);
+    for (int s = 0; s < sets; s++)
+        w[s] = arena.take(wbytes);
+    for (int s = 0; s < sets; s++)
+        c[s] = arena.take(cbytes);
+}
+
+/* Fills a (a_elems) and w (w_elems) of every set, laid out by take_sets, uniform in [-1, 1). */
+template <typename T>
+void fill_16bit_sets(T *a, int64_t a_elems, T *w, int64_t w_elems, int sets, uint64_t seed)
+{
+    using ktune_worker_check::carver;
+    auto stride = [](int64_t elems) { return carver::round(elems * sizeof(T)) / sizeof(T); };
+    ktune_worker_check::fill_sets(a, a_elems, stride(a_elems), sets, seed, 2, -1.f, 1.f);
+    ktune_worker_check::fill_sets(w, w_elems, stride(w_elems), sets, seed + 1, 2, -1.f, 1.f);
+}
+
 /* Enqueues the check of c (count 16-bit values of dtype, KTUNE_F16 or KTUNE_BF16) against ref,
  * sums over k in fp32: |c - ref| <= 1e-3 sqrt(k) + rtol |ref|, rtol 2^-9 for f16 and 2^-7 for
  * bf16 (the output's rounding and fp32 sums in another order); a missing 16-wide slice of k is

@@ -38,18 +38,6 @@ struct state {
 cublasHandle_t handle;
 void *cublas_workspace;
 
-/* The activations and weights of every set, which lie one after another (prepare). */
-template <typename T> void fill_sets(uint64_t seed)
-{
-    using ktune_worker_check::carver;
-    const int64_t a_elems = st.m * st.k, w_elems = st.n * st.k;
-    auto stride = [](int64_t elems) { return carver::round(elems * sizeof(T)) / sizeof(T); };
-    ktune_worker_check::fill_sets((T *)st.a[0], a_elems, stride(a_elems), st.sets, seed, 2, -1.f,
-                                  1.f);
-    ktune_worker_check::fill_sets((T *)st.w[0], w_elems, stride(w_elems), st.sets, seed + 1, 2,
-                                  -1.f, 1.f);
-}
-
 cudaDataType_t cuda_type(int dtype) { return dtype == KTUNE_BF16 ? CUDA_R_16BF : CUDA_R_16F; }
 
 /* c (m x n, row-major) = a (m x k) w (n x k)^T: in cuBLAS's column-major terms c^T = w^T' a^T'
@@ -104,20 +92,17 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
                                                            &e)
                               : nullptr};
     if (c.at) {
-        for (int s = 0; s < sets; s++)
-            st.a[s] = c.take(abytes);
-        for (int s = 0; s < sets; s++)
-            st.w[s] = c.take(wbytes);
-        for (int s = 0; s < sets; s++)
-            st.c[s] = c.take(cbytes);
+        ktune_worker_gemm::take_sets(c, sets, abytes, wbytes, cbytes, st.a, st.w, st.c);
         st.scratch = c.take(wbytes);
         st.ref = (float *)c.take(ref_bytes);
         st.sets = sets;
         seed += 2 * (uint64_t)sets;
         if (st.dtype == KTUNE_F16)
-            fill_sets<__half>(seed);
+            ktune_worker_gemm::fill_16bit_sets((__half *)st.a[0], st.m * st.k, (__half *)st.w[0],
+                                               st.n * st.k, sets, seed);
         else
-            fill_sets<__nv_bfloat16>(seed);
+            ktune_worker_gemm::fill_16bit_sets((__nv_bfloat16 *)st.a[0], st.m * st.k,
+                                               (__nv_bfloat16 *)st.w[0], st.n * st.k, sets, seed);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess)

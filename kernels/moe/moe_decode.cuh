@@ -79,11 +79,12 @@ template <int ROWS, int WARPS, int UNROLL, int MTILES, int SPLIT> struct decode_
                                                               tiles_t::SMEM, bound, &clusters);
         if (e != cudaSuccess)
             return e;
-        const typename tiles_t::params where = {pb.offsets, (int)pb.groups, (int)pb.rows, (int)pb.n};
-        return ktune_launch::launch(kernel, dim3(clusters * SPLIT), dim3(WARPS * 32),
-                                    dim3(SPLIT, 1, 1), tiles_t::SMEM, s, (const T *)pb.a, (const T *)pb.w, (T *)pb.c,
-                                    where, pb.k,
-                                    ktune_matmul_impl::layout_flags<T>(pb.a, pb.w, pb.c, pb.n, pb.k));
+        const typename tiles_t::params where = {pb.offsets, (int)pb.groups, (int)pb.rows,
+                                                (int)pb.n};
+        return ktune_launch::launch(
+            kernel, dim3(clusters * SPLIT), dim3(WARPS * 32), dim3(SPLIT, 1, 1), tiles_t::SMEM, s,
+            (const T *)pb.a, (const T *)pb.w, (T *)pb.c, where, pb.k,
+            ktune_matmul_impl::layout_flags<T>(pb.a, pb.w, pb.c, pb.n, pb.k));
     }
 };
 

@@ -51,10 +51,12 @@ template <int BM, int BN, int BK, int WM, int WN, int STAGES> struct mma_launche
                                                               smem, bound, &grid);
         if (e != cudaSuccess)
             return e;
-        const typename tiles_t::params where = {pb.offsets, (int)pb.groups, (int)pb.rows, (int)pb.n};
-        return ktune_launch::launch(kernel, dim3(grid), dim3(WM * WN * 32), dim3(1, 1, 1), smem, s,
-                                    (const T *)pb.a, (const T *)pb.w, (T *)pb.c, where, pb.k,
-                                    ktune_matmul_impl::layout_flags<T>(pb.a, pb.w, pb.c, pb.n, pb.k));
+        const typename tiles_t::params where = {pb.offsets, (int)pb.groups, (int)pb.rows,
+                                                (int)pb.n};
+        return ktune_launch::launch(
+            kernel, dim3(grid), dim3(WM * WN * 32), dim3(1, 1, 1), smem, s, (const T *)pb.a,
+            (const T *)pb.w, (T *)pb.c, where, pb.k,
+            ktune_matmul_impl::layout_flags<T>(pb.a, pb.w, pb.c, pb.n, pb.k));
     }
 };
 

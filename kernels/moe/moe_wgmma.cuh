@@ -41,7 +41,8 @@ template <int BM, int BN, int CONSUMERS, int STAGES> struct wgmma_launcher {
             ktune_launch::persistent_grid<kernel>(block, dim3(1, 1, 1), smem, bound, &grid);
         if (e != cudaSuccess)
             return e;
-        const typename tiles_t::params where = {pb.offsets, (int)pb.groups, (int)pb.rows, (int)pb.n};
+        const typename tiles_t::params where = {pb.offsets, (int)pb.groups, (int)pb.rows,
+                                                (int)pb.n};
         return ktune_launch::launch(kernel, dim3(grid), block, dim3(1, 1, 1), smem, s, map_a, map_w,
                                     map_c, (T *)pb.c, where, (int)pb.rows, (int)pb.n, (int)pb.k,
                                     flags);

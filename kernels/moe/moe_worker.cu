@@ -3,9 +3,9 @@
  * Routing: balanced (ktune_workload_balanced), as the anchors of the family were measured: every
  * group takes rows / groups rows and the remainder goes one row each to groups drawn by a
  * generator seeded by the key, so that the sweep, verify and bench time the same groups; a decode
- * key with fewer rows than groups touches that many distinct experts, drawn the same way. Inputs are uniform in [-1, 1). The
- * reference is cuBLAS with fp32 output, one GEMM a non-empty group; a result passes
- * ktune_worker_gemm::compare_16bit's tolerance (matmul's). NaN never passes.
+ * key with fewer rows than groups touches that many distinct experts, drawn the same way. Inputs
+ * are uniform in [-1, 1). The reference is cuBLAS with fp32 output, one GEMM a non-empty group; a
+ * result passes ktune_worker_gemm::compare_16bit's tolerance (matmul's). NaN never passes.
  *
  * Bytes one launch moves: the touched experts' weights, a and c; the copy anchor copies as many.
  * The bench's vendor paths: cuBLAS's grouped batched GEMM (cublasGemmGroupedBatchedEx, a group of
@@ -121,17 +121,6 @@ double bytes(const int64_t *key)
                   (double)key[1] * key[2]);
 }
 
-template <typename T> void fill_sets(uint64_t seed)
-{
-    using ktune_worker_check::carver;
-    const int64_t a_elems = st.rows * st.k, w_elems = st.groups * st.n * st.k;
-    auto stride = [](int64_t elems) { return carver::round(elems * sizeof(T)) / sizeof(T); };
-    ktune_worker_check::fill_sets((T *)st.a[0], a_elems, stride(a_elems), st.sets, seed, 2, -1.f,
-                                  1.f);
-    ktune_worker_check::fill_sets((T *)st.w[0], w_elems, stride(w_elems), st.sets, seed + 1, 2,
-                                  -1.f, 1.f);
-}
-
 int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
 {
     static uint64_t seed = 1;
@@ -144,11 +133,12 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
                             st.groups * st.n <= INT32_MAX && routing(key, st.host_offsets)
                         ? ensure_cublas(0)
                         : cudaErrorInvalidValue;
-    const size_t abytes = (size_t)(st.rows * st.k * 2), wbytes = (size_t)(st.groups * st.n * st.k * 2),
+    const size_t abytes = (size_t)(st.rows * st.k * 2),
+                 wbytes = (size_t)(st.groups * st.n * st.k * 2),
                  cbytes = (size_t)(st.rows * st.n * 2), ref_bytes = (size_t)(st.rows * st.n) * 4,
                  obytes = (size_t)(st.groups + 1) * 4;
-    const int sets = ktune_worker_check::rotating_sets((int64_t)(abytes + wbytes + cbytes), l2_bytes,
-                                                       max_sets);
+    const int sets =
+        ktune_worker_check::rotating_sets((int64_t)(abytes + wbytes + cbytes), l2_bytes, max_sets);
     using ktune_worker_check::carver;
     const size_t set_bytes = carver::round(abytes) + carver::round(wbytes) + carver::round(cbytes);
     carver c{e == cudaSuccess
@@ -157,21 +147,19 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
                                               &e)
                  : nullptr};
     if (c.at) {
-        for (int s = 0; s < sets; s++)
-            st.a[s] = c.take(abytes);
-        for (int s = 0; s < sets; s++)
-            st.w[s] = c.take(wbytes);
-        for (int s = 0; s < sets; s++)
-            st.c[s] = c.take(cbytes);
+        ktune_worker_gemm::take_sets(c, sets, abytes, wbytes, cbytes, st.a, st.w, st.c);
         st.scratch = c.take(set_bytes);
         st.ref = (float *)c.take(ref_bytes);
         st.offsets = (int32_t *)c.take(obytes);
         st.sets = sets;
         seed += 2 * (uint64_t)sets;
         if (st.dtype == KTUNE_F16)
-            fill_sets<__half>(seed);
+            ktune_worker_gemm::fill_16bit_sets((__half *)st.a[0], st.rows * st.k, (__half *)st.w[0],
+                                               st.groups * st.n * st.k, sets, seed);
         else
-            fill_sets<__nv_bfloat16>(seed);
+            ktune_worker_gemm::fill_16bit_sets((__nv_bfloat16 *)st.a[0], st.rows * st.k,
+                                               (__nv_bfloat16 *)st.w[0], st.groups * st.n * st.k,
+                                               sets, seed);
         st.copy_bytes = (size_t)bytes(key);
         e = cudaMemcpy(st.offsets, st.host_offsets.data(), obytes, cudaMemcpyHostToDevice);
         if (e == cudaSuccess)

@@ -152,12 +152,7 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
                                               &e)
                  : nullptr};
     if (c.at) {
-        for (int s = 0; s < sets; s++)
-            st.a[s] = c.take(abytes);
-        for (int s = 0; s < sets; s++)
-            st.w[s] = c.take(wbytes);
-        for (int s = 0; s < sets; s++)
-            st.c[s] = c.take(cbytes);
+        ktune_worker_gemm::take_sets(c, sets, abytes, wbytes, cbytes, st.a, st.w, st.c);
         st.scratch = c.take(wbytes);
         st.ref = (float *)c.take(ref_bytes);
         st.a_scale = (float *)c.take((size_t)st.m * 4);

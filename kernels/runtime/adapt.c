@@ -228,11 +228,11 @@ size_t ktune_adapt_report(char *buf, size_t size)
         if (k->settled < 0 || k->ncand < 2)
             continue;
         ktune__key_format(k->family, k->key, keytext, sizeof keytext);
-        const int n = snprintf(line, sizeof line,
-                               "# %s %s: %s at %.2f us, the table's %s at %.2f us (of %d)\n%s %s\n",
-                               k->family->name, keytext, k->family->instances[k->cand[k->settled]].name,
-                               k->settled_ms * 1e3, k->family->instances[k->cand[0]].name,
-                               k->first_ms * 1e3, k->ncand, k->family->name, keytext);
+        const int n = snprintf(
+            line, sizeof line, "# %s %s: %s at %.2f us, the table's %s at %.2f us (of %d)\n%s %s\n",
+            k->family->name, keytext, k->family->instances[k->cand[k->settled]].name,
+            k->settled_ms * 1e3, k->family->instances[k->cand[0]].name, k->first_ms * 1e3, k->ncand,
+            k->family->name, keytext);
         if (n > 0 && fits && used + (size_t)n < size)
             memcpy(buf + used, line, (size_t)n + 1);
         else

@@ -273,8 +273,8 @@ static const char *forced_config(const ktune_family *f, char *buf, size_t size)
     return NULL;
 }
 
-static ktune_status select_locked(const ktune_family *f, const int64_t *key, const ktune_device *dev,
-                                  int *instance, ktune_choice *c)
+static ktune_status select_locked(const ktune_family *f, const int64_t *key,
+                                  const ktune_device *dev, int *instance, ktune_choice *c)
 {
     char keytext[160], forced[128];
     ktune__key_format(f, key, keytext, sizeof keytext);
@@ -330,7 +330,8 @@ static ktune_status select_locked(const ktune_family *f, const int64_t *key, con
             c->reason = KTUNE_REASON_DEFAULT;
             c->config = f->instances[i].name;
             snprintf(c->why, sizeof c->why, "%s %s: %s %.120s; family default", f->name, keytext,
-                     t ? "no valid tuned key in the table of" : "no table for", t ? t->device : dev->name);
+                     t ? "no valid tuned key in the table of" : "no table for",
+                     t ? t->device : dev->name);
             return KTUNE_OK;
         }
     }
@@ -368,7 +369,8 @@ ktune_status ktune__select(const ktune_family *f, const int64_t *key, const ktun
             ktune__key_format(f, key, keyarg, sizeof keyarg);
             for (char *p = keyarg; *p; p++)
                 *p = *p == ' ' ? ',' : *p;
-            fprintf(stderr, "ktune: warning: %s -> %s; to tune it: ktune sweep %s --key '%s' --apply\n",
+            fprintf(stderr,
+                    "ktune: warning: %s -> %s; to tune it: ktune sweep %s --key '%s' --apply\n",
                     c->why, c->config, f->name, keyarg);
         }
         if (untuned_path[0]) {

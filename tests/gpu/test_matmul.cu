@@ -78,7 +78,8 @@ static long long check_output(const problem &p, int64_t *first)
 {
     std::vector<uint16_t> out((size_t)(p.m * p.n));
     CHECK(cudaMemcpy(out.data(), p.c, out.size() * 2, cudaMemcpyDeviceToHost));
-    const double atol = 1e-3 * sqrt((double)p.k), rtol = p.dtype == KTUNE_F16 ? 1.0 / 512 : 1.0 / 128;
+    const double atol = 1e-3 * sqrt((double)p.k),
+                 rtol = p.dtype == KTUNE_F16 ? 1.0 / 512 : 1.0 / 128;
     long long bad = 0;
     *first = -1;
     for (size_t i = 0; i < out.size(); i++) {

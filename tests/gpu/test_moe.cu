@@ -2,9 +2,9 @@
  * groups, one group holding every row, many groups), bf16 and f16, on poisoned outputs, against a
  * host reference in double; whatever the space's constraints say of the shape, since a config
  * must be correct wherever it is launched (configs this device cannot run at all, as sm_90a code
- * elsewhere or more shared memory than it has, are skipped). Then the public entry point: its argument checks, rows
- * 0, capture in a CUDA graph (no host sync, offsets read on the device) and offsets outside the
- * contract (no fault). Exits 77 without a GPU. */
+ * elsewhere or more shared memory than it has, are skipped). Then the public entry point: its
+ * argument checks, rows 0, capture in a CUDA graph (no host sync, offsets read on the device) and
+ * offsets outside the contract (no fault). Exits 77 without a GPU. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -101,7 +101,8 @@ static long long check_output(const problem &p, int64_t *first)
 {
     std::vector<uint16_t> out((size_t)(p.rows * p.n));
     CHECK(cudaMemcpy(out.data(), p.c, out.size() * 2, cudaMemcpyDeviceToHost));
-    const double rtol = p.dtype == KTUNE_F16 ? 1.0 / 512 : 1.0 / 128, atol = 1e-3 * sqrt((double)p.k);
+    const double rtol = p.dtype == KTUNE_F16 ? 1.0 / 512 : 1.0 / 128,
+                 atol = 1e-3 * sqrt((double)p.k);
     long long bad = 0;
     *first = -1;
     for (size_t i = 0; i < out.size(); i++) {
@@ -172,7 +173,8 @@ int main()
                                "wrong, first at row %lld col %lld\n",
                                in->name, ktune_dtype_name(dtype), (long long)p.rows, (long long)p.n,
                                (long long)p.k, (long long)p.groups, routing_names[r],
-                               cudaGetErrorString(e), bad, (long long)(first < 0 ? -1 : first / p.n),
+                               cudaGetErrorString(e), bad,
+                               (long long)(first < 0 ? -1 : first / p.n),
                                (long long)(first < 0 ? -1 : first % p.n));
                         if (e != cudaSuccess && e != cudaErrorInvalidValue)
                             return 1;
@@ -255,7 +257,8 @@ int main()
           KTUNE_ERROR_INVALID_ARGUMENT; /* a not 16-byte aligned */
     ok &= ktune_moe(base, base, nullptr, base, 1, 16, 16, 4, KTUNE_BF16, 0) ==
           KTUNE_ERROR_INVALID_ARGUMENT;
-    ok &= ktune_moe_explain(4, 16, 20, 4, KTUNE_BF16, &c) == KTUNE_ERROR_INVALID_ARGUMENT; /* k % 8 */
+    ok &=
+        ktune_moe_explain(4, 16, 20, 4, KTUNE_BF16, &c) == KTUNE_ERROR_INVALID_ARGUMENT; /* k % 8 */
     ok &= ktune_moe_explain(4, 16, 16, 0, KTUNE_BF16, &c) == KTUNE_ERROR_INVALID_ARGUMENT;
     ok &= ktune_moe_explain(4, 16, 16, KTUNE_MOE_MAX_GROUPS + 1, KTUNE_BF16, &c) ==
           KTUNE_ERROR_INVALID_ARGUMENT;
