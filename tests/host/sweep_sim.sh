@@ -174,6 +174,13 @@ sweep "$work/br" >/dev/null 2>&1 || bad "the budgeted run did not resume"
 [ "$(winners "$work/br")" = "$expected" ] || bad "winners after the budget and resume"
 echo "shape budget: $n of 40 trials"
 
+note "the keys a program ran untuned: --untuned FILE sweeps those, each once"
+printf '# keys as KTUNE_UNTUNED_FILE records them\nsim n=100\nother n=5\nsim n=100\nsim n=3000\n' >"$work/untuned.txt"
+sweep "$work/u" --untuned "$work/untuned.txt" >"$work/u.log" 2>&1 || bad "sweep --untuned exited $?"
+shapes=$(cut -d, -f1 "$work/u/trials.csv" | tail -n +2 | sort -u | tr '\n' ' ')
+[ "$shapes" = "n=100 n=3000 " ] || bad "sweep --untuned measured '$shapes', not n=100 and n=3000"
+echo "untuned: $shapes"
+
 note "apply: new keys, then the regression rule"
 "$ktune" apply "$work/a" --space "$space" --registry-dir "$work/reg" || bad "apply a"
 reg="$work/reg/ktune-simulated-gpu/sim.yaml"
