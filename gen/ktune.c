@@ -67,7 +67,7 @@ typedef struct {
     const char *run, *out, *source_rev, *gpus, *model, *crossover, *plot, *where, *search;
     const char *device, *shard_text, *against;
     const char *batch_sizes, *out_in_features, *tp_split_dim, *x_q_dtype, *w_q_dtype, *seq_lengths;
-    const char *keys, *untuned;
+    const char *keys, *untuned, *random_models;
     int sms, cc;
     int tp_size, ep_size;
     int argc;
@@ -75,7 +75,7 @@ typedef struct {
     int samples, screen_samples, top, gpu, shards, seed, patience, shard, shard_count, repeats;
     double min_sample_us, screen_min_sample_us, screen_cut, final_margin, warmup_us, config_timeout,
         threshold, shape_budget, run_budget;
-    int apply, verbose, force, retime, check, list, library_all, force_retune;
+    int apply, verbose, force, retime, check, list, library_all, force_retune, untuned_form;
     char command_line[2048];
 } options;
 
@@ -205,6 +205,8 @@ static const option_spec option_table[] = {
     OPT("--sms", OPT_INT, sms, 1, 100000, "explain", "N", "its SM count"),
     OPT("--cc", OPT_INT, cc, 10, 1000, "explain", "C", "its compute capability (90 for 9.0)"),
     OPT("--list", OPT_FLAG, list, 0, 0, "expand", "", "print every config and shape"),
+    OPT("--untuned-form", OPT_FLAG, untuned_form, 0, 0, "expand", "",
+        "print only the shapes, as --untuned reads them"),
     OPT("--out", OPT_TEXT, out, 0, 0, "gen", "PATH",
         "gen: the folder of the sources; bench: where the CSV goes\n"
         "(default <family>.bench.csv)"),
@@ -249,6 +251,10 @@ static const option_spec option_table[] = {
     OPT("--untuned", OPT_TEXT, untuned, 0, 0, NULL, "FILE",
         "the family's keys in FILE instead of the space's shapes: the\n"
         "lines KTUNE_UNTUNED_FILE records (the keys a program ran untuned)"),
+    OPT("--random-models", OPT_TEXT, random_models, 0, 0, NULL, "N:SEED",
+        "instead of the space's shapes, the layers (or softmax logits) of N\n"
+        "random models drawn from SEED (linear and softmax families; the\n"
+        "same keys on every machine)"),
     OPT("--where", OPT_TEXT, where, 0, 0, NULL, "EXPR",
         "only the shapes for which EXPR over the key holds, e.g.\n"
         "'m <= 16 && k >= 4096' (sweep, expand)"),
@@ -442,9 +448,10 @@ static int load_space(const options *o, ktune_space *s)
         return usage_error("%s needs a family or --space", o->command);
     }
     const int linear = o->out_in_features != NULL;
-    if (o->keys || o->untuned) {
-        const char *flag = o->keys ? "--key" : "--untuned";
-        const char *other = o->keys && o->untuned ? "--untuned"
+    if (o->keys || o->untuned || o->random_models) {
+        const char *flag = o->keys ? "--key" : o->untuned ? "--untuned" : "--random-models";
+        const char *other = o->keys && o->untuned                  ? "--untuned"
+                            : (o->keys || o->untuned) && o->random_models ? "--random-models"
                             : o->model            ? "--model"
                             : linear              ? "--out-in-features"
                             : o->batch_sizes      ? "--batch-sizes"
@@ -492,7 +499,8 @@ static int load_space(const options *o, ktune_space *s)
                            .where = o->where,
                            .linear = linear ? &lin : NULL,
                            .keys = o->keys,
-                           .untuned = o->untuned};
+                           .untuned = o->untuned,
+                           .random_models = o->random_models};
     if (ktune_space_load_with(path, &so, s, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return KTUNE_EXIT_FAILED;
@@ -1157,6 +1165,14 @@ static void selection_cost_print(const ktune_space *s)
 
 static int cmd_expand(const options *o, const ktune_space *s)
 {
+    if (o->untuned_form) {
+        for (int i = 0; i < s->nshapes; i++) {
+            char key[256];
+            ktune_space_key_format(s, s->shapes[i].key, key, sizeof key);
+            printf("%s %s\n", s->family, key);
+        }
+        return 0;
+    }
     printf("%s: %d variants, %d configs, %d defaults, %d shapes\n", s->family, s->nvariants,
            s->nconfigs, s->ndefaults, s->nshapes);
     if (!o->list)

@@ -9,6 +9,7 @@
 
 #include "keys.h"
 #include "models.h"
+#include "random_models.h"
 
 static const ktune_space *sort_space; /* qsort has no context argument in C11 */
 
@@ -581,7 +582,8 @@ int ktune_shapes_load(const char *file, const ktune_node *n, ktune_space *s,
         return -1;
     shape_list l = {0};
     int rc = 0, models = 0, listing = 0;
-    const int named = o && (o->linear || o->keys || o->untuned); /* the command line's keys */
+    /* the command line's keys */
+    const int named = o && (o->linear || o->keys || o->untuned || o->random_models);
     if (o && o->linear) {
         int64_t dtypes[KTUNE_DTYPE_COUNT];
         int ndtypes;
@@ -593,6 +595,16 @@ int ktune_shapes_load(const char *file, const ktune_node *n, ktune_space *s,
         rc = ktune_keys_parse(s, o->keys, key_sink, &l, err);
     else if (o && o->untuned)
         rc = ktune_keys_read_untuned(s, o->untuned, key_sink, &l, err);
+    else if (o && o->random_models) {
+        const ktune_space_opts none = {0};
+        rc = ktune_shapes_load(file, n, s, &none, err);
+        ktune_space own = *s; /* the space's own shapes: their dtypes, and keys to leave out */
+        s->shapes = NULL;
+        s->nshapes = 0;
+        if (rc == 0)
+            rc = ktune_random_models_shapes(s, o->random_models, &own, key_sink, &l, err);
+        free(own.shapes);
+    }
     /* --model: the models entries that list the model, or every models entry where none does (a
      * preset the space does not name takes all of them) */
     for (int i = 0; o && o->model && !named && i < n->count; i++)
