@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ktune_table.h"
+#include "shapes.h"
 
 /* splitmix64: the same numbers on every machine */
 static uint64_t next(uint64_t *state)
@@ -76,15 +77,7 @@ int ktune_random_models_shapes(const ktune_space *s, const char *text, const ktu
                                "k) nor a softmax's (dtype, rows, cols)",
                           s->family);
     int64_t dtypes[KTUNE_DTYPE_COUNT];
-    int ndtypes = 0;
-    for (int i = 0; i < own->nshapes; i++) {
-        const int64_t t = own->shapes[i].key[dd];
-        int seen = 0;
-        for (int j = 0; j < ndtypes && !seen; j++)
-            seen = dtypes[j] == t;
-        if (!seen && ndtypes < KTUNE_DTYPE_COUNT)
-            dtypes[ndtypes++] = t;
-    }
+    const int ndtypes = ktune_shapes_dtypes(own, dtypes);
     if (ndtypes == 0)
         return ktune_fail(err, "--random-models: %s's own shapes name no dtype", s->family);
     uint64_t state = (uint64_t)seed;

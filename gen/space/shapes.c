@@ -519,6 +519,36 @@ static int load_linear(const ktune_linear_shapes *lin, const int64_t *dtypes, in
     return 0;
 }
 
+int ktune_shapes_dtypes(const ktune_space *s, int64_t *dtypes)
+{
+    int dd = -1, count = 0;
+    for (int d = 0; d < s->nkey && dd < 0; d++)
+        if (s->key[d].kind == KTUNE_DIM_DTYPE)
+            dd = d;
+    for (int i = 0; dd >= 0 && i < s->nshapes; i++) {
+        const int64_t t = s->shapes[i].key[dd];
+        int seen = 0;
+        for (int j = 0; j < count && !seen; j++)
+            seen = dtypes[j] == t;
+        if (!seen && count < KTUNE_DTYPE_COUNT)
+            dtypes[count++] = t;
+    }
+    return count;
+}
+
+/* The space's own shapes (none of the command line's changes) into own, a copy of s that owns
+ * them; s keeps none. */
+static int load_own(const char *file, const ktune_node *n, ktune_space *s, ktune_space *own,
+                    ktune_err *err)
+{
+    const ktune_space_opts none = {0};
+    const int rc = ktune_shapes_load(file, n, s, &none, err);
+    *own = *s;
+    s->shapes = NULL;
+    s->nshapes = 0;
+    return rc;
+}
+
 /* The dtypes of --out-in-features' shapes: the one given, else int8 (the seed's default) where
  * the space's own shapes use it, else each dtype they use. */
 static int linear_dtypes(const char *file, const ktune_node *n, ktune_space *s,
@@ -527,32 +557,25 @@ static int linear_dtypes(const char *file, const ktune_node *n, ktune_space *s,
 {
     *ndtypes = 1;
     dtypes[0] = lin->dtype;
-    int dd = -1;
+    int has_dtype = 0;
     for (int d = 0; d < s->nkey; d++)
-        if (s->key[d].kind == KTUNE_DIM_DTYPE)
-            dd = d;
-    if (lin->dtype_given || dd < 0)
+        has_dtype |= s->key[d].kind == KTUNE_DIM_DTYPE;
+    if (lin->dtype_given || !has_dtype)
         return 0;
-    const ktune_space_opts own = {0};
-    if (ktune_shapes_load(file, n, s, &own, err))
+    ktune_space own;
+    if (load_own(file, n, s, &own, err)) {
+        free(own.shapes);
         return -1;
-    int seed_default = 0;
-    *ndtypes = 0;
-    for (int i = 0; i < s->nshapes; i++) {
-        const int64_t t = s->shapes[i].key[dd];
-        int seen = t == lin->dtype;
-        seed_default |= seen;
-        for (int j = 0; j < *ndtypes && !seen; j++)
-            seen = dtypes[j] == t;
-        if (!seen && *ndtypes < KTUNE_DTYPE_COUNT)
-            dtypes[(*ndtypes)++] = t;
     }
-    free(s->shapes);
-    s->shapes = NULL;
-    s->nshapes = 0;
-    if (seed_default || *ndtypes == 0) {
-        *ndtypes = 1;
-        dtypes[0] = lin->dtype;
+    int64_t used[KTUNE_DTYPE_COUNT];
+    const int nused = ktune_shapes_dtypes(&own, used);
+    free(own.shapes);
+    int seed_default = 0;
+    for (int i = 0; i < nused; i++)
+        seed_default |= used[i] == lin->dtype;
+    if (!seed_default && nused > 0) {
+        memcpy(dtypes, used, sizeof used[0] * (size_t)nused);
+        *ndtypes = nused;
     }
     return 0;
 }
@@ -596,11 +619,8 @@ int ktune_shapes_load(const char *file, const ktune_node *n, ktune_space *s,
     else if (o && o->untuned)
         rc = ktune_keys_read_untuned(s, o->untuned, key_sink, &l, err);
     else if (o && o->random_models) {
-        const ktune_space_opts none = {0};
-        rc = ktune_shapes_load(file, n, s, &none, err);
-        ktune_space own = *s; /* the space's own shapes: their dtypes, and keys to leave out */
-        s->shapes = NULL;
-        s->nshapes = 0;
+        ktune_space own; /* the space's own shapes: their dtypes, and keys to leave out */
+        rc = load_own(file, n, s, &own, err);
         if (rc == 0)
             rc = ktune_random_models_shapes(s, o->random_models, &own, key_sink, &l, err);
         free(own.shapes);

@@ -23,6 +23,10 @@ typedef struct {
 } ktune_space_resolve_ctx;
 int ktune_space_resolve(void *ctx, const char *name, ktune_ref_kind *kind, int *index);
 
+/* The distinct values of the space's dtype dimension over s->shapes, in order; their count (0
+ * without a dtype dimension). dtypes holds KTUNE_DTYPE_COUNT. */
+int ktune_shapes_dtypes(const ktune_space *s, int64_t *dtypes);
+
 /* The space's `shapes` (n), with what the command line changes (o, may be NULL): sorted by key,
  * unique, into s->shapes. */
 int ktune_shapes_load(const char *file, const ktune_node *n, ktune_space *s,

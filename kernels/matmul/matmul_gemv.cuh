@@ -128,10 +128,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     if constexpr (SPLIT > 1) {
         ktune_cluster::sync();
         for (int i = begin + threadIdx.x; i < end; i += WARPS * 32) {
-            float s = 0;
-#pragma unroll
-            for (int q = 0; q < SPLIT; q++)
-                s += ktune_cluster::map(part, q)[i];
+            const float s = ktune_cluster::sum_split<SPLIT>(part, i);
             const int col = i / ROWS, r = i % ROWS;
             if (col < m && n0 + r < n)
                 c[(int64_t)col * n + n0 + r] = to_out<T>(s);

@@ -105,22 +105,12 @@ __global__ void __launch_bounds__(160)
     }
 
     const int begin = TILE * split / SPLIT, end = TILE * (split + 1) / SPLIT;
-    if constexpr (SPLIT > 1)
-        ktune_cluster::sync();
-    else
-        __syncthreads();
+    ktune_cluster::sync_split<SPLIT>();
     for (int i = begin + threadIdx.x; i < end; i += blockDim.x) {
         const int col = i / BM, r = i % BM;
         if (col >= m || n0 + r >= n)
             continue;
-        float sum = part[i];
-        if constexpr (SPLIT > 1) {
-            sum = 0;
-#pragma unroll
-            for (int q = 0; q < SPLIT; q++)
-                sum += ktune_cluster::map(part, q)[i];
-        }
-        c[(int64_t)col * n + n0 + r] = to_out<T>(sum);
+        c[(int64_t)col * n + n0 + r] = to_out<T>(ktune_cluster::sum_split<SPLIT>(part, i));
     }
     if constexpr (SPLIT > 1)
         ktune_cluster::sync(); /* the others' shared memory stays until every block has read it */

@@ -42,27 +42,15 @@ __global__ void __launch_bounds__(WARPS * 32)
             a + (int64_t)at.row0 * k, w + (int64_t)(at.w_row0 - at.col0) * k, m, at.col0, n, k,
             g_begin, g_end, flags & ktune_matmul_impl::VEC_LOADS, acc);
         ktune_matmul_impl::gemv_reduce<ROWS, WARPS, MTILES>(acc, red, part);
-        if constexpr (SPLIT > 1)
-            ktune_cluster::sync();
-        else
-            __syncthreads();
+        ktune_cluster::sync_split<SPLIT>();
         for (int i = begin + threadIdx.x; i < end; i += WARPS * 32) {
             const int row = i / ROWS, col = at.col0 + i % ROWS;
-            float sum = part[i];
-            if constexpr (SPLIT > 1) {
-                sum = 0;
-#pragma unroll
-                for (int q = 0; q < SPLIT; q++)
-                    sum += ktune_cluster::map(part, q)[i];
-            }
+            const float sum = ktune_cluster::sum_split<SPLIT>(part, i);
             if (row < m && col < n)
                 c[(int64_t)(at.row0 + row) * n + col] = ktune_matmul_impl::to_out<T>(sum);
         }
         /* red and part serve the next tile, once every block of the cluster has read them */
-        if constexpr (SPLIT > 1)
-            ktune_cluster::sync();
-        else
-            __syncthreads();
+        ktune_cluster::sync_split<SPLIT>();
     }
 }
 

@@ -68,4 +68,27 @@ template <typename T> __device__ __forceinline__ T *map(T *p, unsigned block)
 
 #undef KTUNE_CLUSTER_UNAVAILABLE_
 
+/* A barrier of the cluster of BLOCKS blocks that split a tile, or of the block alone where
+ * BLOCKS is 1. */
+template <int BLOCKS> __device__ __forceinline__ void sync_split()
+{
+    if constexpr (BLOCKS > 1)
+        sync();
+    else
+        __syncthreads();
+}
+
+/* p[i] summed over the shared memory of the cluster's BLOCKS blocks (block 0 first), or p[i]
+ * itself where BLOCKS is 1: the partial sums of a tile split over a cluster. */
+template <int BLOCKS> __device__ __forceinline__ float sum_split(float *p, int i)
+{
+    if constexpr (BLOCKS == 1)
+        return p[i];
+    float s = 0;
+#pragma unroll
+    for (int q = 0; q < BLOCKS; q++)
+        s += map(p, q)[i];
+    return s;
+}
+
 } // namespace ktune_cluster
