@@ -168,8 +168,10 @@ int ktune_request_parse(char *line, int nkey, ktune_request *r, char *why, size_
     while ((tok = strtok_r(NULL, " \r\n", &save))) {
         if (tok[0] == '@' && r->kind == KTUNE_REQUEST_SCREEN && r->nconfigs == 0 &&
             r->best_us == 0) {
-            if (!parse_f64(tok + 1, &r->best_us) || r->best_us <= 0)
-                return fail_why(why, size, "malformed request: '%s' is not @<us> above 0", tok);
+            /* at least 0.0001 us: what the request's four decimals can carry back */
+            if (!parse_f64(tok + 1, &r->best_us) || r->best_us < 1e-4)
+                return fail_why(why, size, "malformed request: '%s' is not @<us> of 0.0001 or more",
+                                tok);
             continue;
         }
         if (r->nconfigs == requests[r->kind].most)

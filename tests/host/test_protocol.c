@@ -51,6 +51,7 @@ static void test_requests(void)
                          "T 1 2 a b",       /* two configs */
                          "M 1 2 +a",        /* + only in a screen */
                          "X 1 2 @0 a",      /* @ above 0 */
+                         "X 1 2 @0.00001 a", /* below what four decimals carry back */
                          "X 1 2 @nan a",
                          "X 1 2 a @3",      /* @ before the configs */
                          "B 1 2 a",
