@@ -27,6 +27,15 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int byt
                  : "memory");
 }
 
+/* 4 or 8 bytes global -> shared (both aligned to BYTES), through L1; src_bytes 0 fills zeros. */
+template <int BYTES> __device__ __forceinline__ void cp_async_small(void *smem, const void *gmem, int src_bytes)
+{
+    static_assert(BYTES == 4 || BYTES == 8, "cp.async.ca copies 4, 8 or 16 bytes");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_addr(smem)),
+                 "l"(gmem), "n"(BYTES), "r"(src_bytes)
+                 : "memory");
+}
+
 __device__ __forceinline__ void cp_async_commit()
 {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
