@@ -119,23 +119,33 @@ template <typename T> __device__ __forceinline__ uint32_t pair_bits(T x, T y)
     return r;
 }
 
+/* The scale and zero point of unit u of row `row` as loaded (zero 2^(B - 1) without zero points):
+ * loaded with the unit's weight, so that their latency is hidden with its. */
+template <typename T> struct raw_scale {
+    T s;
+    int z;
+};
+
 template <int B, typename T>
-__device__ __forceinline__ unit_scale<T> scale_of(const qweight_view<T> &w, int64_t row, int64_t u)
+__device__ __forceinline__ raw_scale<T> load_scale(const qweight_view<T> &w, int64_t row, int64_t u)
 {
     const int64_t g = row * w.groups + u / w.group_units;
-    const T s = w.scales[g];
-    const int z = w.zeros ? w.zeros[g] & ((1 << B) - 1) : 1 << (B - 1);
+    return {w.scales[g], w.zeros ? w.zeros[g] & ((1 << B) - 1) : 1 << (B - 1)};
+}
+
+template <typename T> __device__ __forceinline__ unit_scale<T> scale_of(const raw_scale<T> &raw)
+{
     unit_scale<T> r;
-    r.s2 = pair_bits<T>(s, s);
-    r.s = ktune_common::to_float<T>(s);
+    r.s2 = pair_bits<T>(raw.s, raw.s);
+    r.s = ktune_common::to_float<T>(raw.s);
     if constexpr (std::is_same<T, __half>::value) {
-        const __half zb = __float2half_rn(1024.f + (float)z);
+        const __half zb = __float2half_rn(1024.f + (float)raw.z);
         r.z2 = pair_bits<T>(zb, zb);
         r.zf = 0;
     } else {
-        const __nv_bfloat16 zb = __float2bfloat16_rn(128.f + (float)z);
+        const __nv_bfloat16 zb = __float2bfloat16_rn(128.f + (float)raw.z);
         r.z2 = pair_bits<T>(zb, zb);
-        r.zf = 8388608.f + (float)z;
+        r.zf = 8388608.f + (float)raw.z;
     }
     return r;
 }

@@ -53,12 +53,15 @@ __global__ void __launch_bounds__(WARPS * 32)
     const int64_t units = w.units;
     for (int64_t u0 = lane; u0 < units; u0 += 32 * UNROLL) {
         uint32_t q[UNROLL][ROWS][B];
+        raw_scale<T> sc[UNROLL][ROWS];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
             const int64_t uu = min(u0 + 32 * u, units - 1); /* past k: loaded, not used */
 #pragma unroll
-            for (int r = 0; r < ROWS; r++)
+            for (int r = 0; r < ROWS; r++) {
                 load_unit<B>(w, rows[r], uu, q[u][r]);
+                sc[u][r] = load_scale<B>(w, rows[r], uu);
+            }
         }
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
@@ -75,7 +78,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
             for (int r = 0; r < ROWS; r++) {
                 uint32_t p[16];
-                dequant_unit<B, T>(q[u][r], scale_of<B>(w, rows[r], uu), p);
+                dequant_unit<B, T>(q[u][r], scale_of(sc[u][r]), p);
 #pragma unroll
                 for (int i = 0; i < TM; i++) {
                     const uint32_t *xa = reinterpret_cast<const uint32_t *>(x[i]);

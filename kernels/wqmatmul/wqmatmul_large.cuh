@@ -79,6 +79,15 @@ __global__ void __launch_bounds__(WM * WN * 32)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int wm = warp % WM, wn = warp / WM;
     float acc[MT][NT][4] = {};
+    /* the scales of a lane's units of slab s (past k: the last unit's), loaded a slab ahead */
+    auto load_scales = [&](int64_t s, raw_scale<T> (&out)[NT]) {
+        const int64_t u = min(s * 4 + t, units - 1);
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+            out[nt] = load_scale<B>(w, min(n0 + wn * (BN / WN) + nt * 8 + g, (int64_t)n - 1), u);
+    };
+    raw_scale<T> next[NT];
+    load_scales(0, next);
 
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
@@ -93,7 +102,12 @@ __global__ void __launch_bounds__(WM * WN * 32)
             load_slab(s + STAGES - 1, (int)((s + STAGES - 1) % STAGES));
         ktune_common::cp_async_commit();
         const unsigned char *st = smem + (s % STAGES) * S::STAGE;
-        const int64_t u = min(s * 4 + t, units - 1); /* past k: zeros against zeros */
+        raw_scale<T> sc[NT];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+            sc[nt] = next[nt];
+        if (s + 1 < slabs)
+            load_scales(s + 1, next);
 
         uint32_t wp[NT][16];
 #pragma unroll
@@ -116,8 +130,7 @@ __global__ void __launch_bounds__(WM * WN * 32)
             }
             if constexpr (B == 3)
                 q[2] = *reinterpret_cast<const uint32_t *>(st + S::A_BYTES + S::W0_BYTES + r * 16 + t * 4);
-            const int64_t row = min(n0 + r, (int64_t)n - 1);
-            dequant_unit<B, T>(q, scale_of<B>(w, row, u), wp[nt]);
+            dequant_unit<B, T>(q, scale_of(sc[nt]), wp[nt]); /* past k: zeros against zeros */
         }
 #pragma unroll
         for (int jj = 0; jj < 4; jj++) {

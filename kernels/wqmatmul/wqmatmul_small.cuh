@@ -55,39 +55,47 @@ __global__ void __launch_bounds__(WARPS * 32)
 
     for (int64_t s0 = warp; s0 < slabs; s0 += WARPS * UNROLL) {
         uint32_t q[UNROLL][RTILES][2][B];
-        uint4 x[UNROLL][MTILES][4];
+        raw_scale<T> sc[UNROLL][RTILES][2];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
             /* past k: unit 0's weight against zero activations (no branch around the loads,
              * which keeps them all in flight) */
-            const int64_t uu = (s0 + u * WARPS) * 4 + t;
-            const bool in = uu < units;
-            const int64_t at = in ? uu : 0;
+            const int64_t uu = (s0 + u * WARPS) * 4 + t, at = uu < units ? uu : 0;
 #pragma unroll
             for (int r = 0; r < RTILES; r++)
 #pragma unroll
-                for (int h = 0; h < 2; h++)
+                for (int h = 0; h < 2; h++) {
                     load_unit<B>(w, wrow[r][h], at, q[u][r][h]);
+                    sc[u][r][h] = load_scale<B>(w, wrow[r][h], at);
+                }
+        }
+        /* the activations of a slab: loaded while the one before is multiplied */
+        auto load_x = [&](int u, uint4 (&x)[MTILES][4]) {
+            const int64_t uu = (s0 + u * WARPS) * 4 + t;
+            const bool in = uu < units;
 #pragma unroll
             for (int mt = 0; mt < MTILES; mt++)
 #pragma unroll
                 for (int v = 0; v < 4; v++)
-                    x[u][mt][v] = in && aok[mt]
-                                      ? __ldg(reinterpret_cast<const uint4 *>(arow[mt] + 32 * at) + v)
-                                      : make_uint4(0, 0, 0, 0);
-        }
+                    x[mt][v] = in && aok[mt]
+                                   ? __ldg(reinterpret_cast<const uint4 *>(arow[mt] + 32 * uu) + v)
+                                   : make_uint4(0, 0, 0, 0);
+        };
+        uint4 x[2][MTILES][4];
+        load_x(0, x[0]);
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
-            const int64_t uu = (s0 + u * WARPS) * 4 + t, at = uu < units ? uu : 0;
+            if (u + 1 < UNROLL)
+                load_x(u + 1, x[(u + 1) % 2]);
 #pragma unroll
             for (int r = 0; r < RTILES; r++) {
                 uint32_t p[2][16];
 #pragma unroll
                 for (int h = 0; h < 2; h++)
-                    dequant_unit<B, T>(q[u][r][h], scale_of<B>(w, wrow[r][h], at), p[h]);
+                    dequant_unit<B, T>(q[u][r][h], scale_of(sc[u][r][h]), p[h]);
 #pragma unroll
                 for (int mt = 0; mt < MTILES; mt++) {
-                    const uint32_t *xa = reinterpret_cast<const uint32_t *>(x[u][mt]);
+                    const uint32_t *xa = reinterpret_cast<const uint32_t *>(x[u % 2][mt]);
                     uint32_t h16[2] = {0, 0};
 #pragma unroll
                     for (int j = 0; j < 8; j++) {
