@@ -1,16 +1,40 @@
-/* What the workers of families keyed (dtype, m, n, k, ...) as a GEMM share: the floating-point
- * (or integer) operations of one launch, the key whose vendor throughput stands for the device's
- * compute ceiling (a large square problem of the key's dtype), and the check of a 16-bit output
- * of fp32 sums. */
+/* What the workers of families keyed (dtype, m, n, k, ...) as a GEMM share: a cuBLAS handle on
+ * a fixed workspace, the floating-point (or integer) operations of one launch, the key whose
+ * vendor throughput stands for the device's compute ceiling (a large square problem of the key's
+ * dtype), and the check of a 16-bit output of fp32 sums. */
 #pragma once
 
+#include <cublas_v2.h>
 #include <math.h>
 #include <stdint.h>
 
+#include "cublas_status.cuh"
 #include "ktune/ktune.h"
 #include "worker_check.cuh"
 
 namespace ktune_worker_gemm {
+
+/* A cuBLAS handle on a fixed workspace of its own (nothing is allocated while a graph is being
+ * captured), created on first use; ready() also sets its stream. */
+struct cublas_handle {
+    cublasHandle_t handle = nullptr;
+    void *workspace = nullptr;
+    static constexpr size_t workspace_bytes = (size_t)32 << 20;
+
+    cudaError_t ready(cudaStream_t stream)
+    {
+        if (!handle) {
+            if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS)
+                return cudaErrorUnknown;
+            cudaError_t e = cudaMalloc(&workspace, workspace_bytes);
+            if (e != cudaSuccess)
+                return e;
+            if (cublasSetWorkspace(handle, workspace, workspace_bytes) != CUBLAS_STATUS_SUCCESS)
+                return cudaErrorUnknown;
+        }
+        return ktune_common::from_cublas(cublasSetStream(handle, stream));
+    }
+};
 
 inline double flops(const int64_t *key) { return 2.0 * (double)key[1] * key[2] * key[3]; }
 

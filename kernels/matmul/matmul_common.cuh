@@ -111,6 +111,31 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void *p)
                  : "memory");
 }
 
+/* The WARPS warps of a block hold partial sums of the same TILES fragments (4 accumulators a lane
+ * each; accumulator i of fragment t of lane l is element (t * 4 + i) * 32 + l): they meet in
+ * shared memory, and each thread of the block then hands some elements' totals to
+ * store(element, total). */
+template <typename Acc, int WARPS, int TILES, typename Store>
+__device__ __forceinline__ void warps_sum(const Acc (&d)[TILES][4], Store store)
+{
+    constexpr int PER_WARP = TILES * 4 * 32;
+    __shared__ Acc sums[WARPS][PER_WARP];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int t = 0; t < TILES; t++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            sums[warp][(t * 4 + i) * 32 + lane] = d[t][i];
+    __syncthreads();
+    for (int e = threadIdx.x; e < PER_WARP; e += WARPS * 32) {
+        Acc total = 0;
+#pragma unroll
+        for (int v = 0; v < WARPS; v++)
+            total += sums[v][e];
+        store(e, total);
+    }
+}
+
 /* An fp32 result as the output's type. */
 template <typename T> __device__ __forceinline__ T to_out(float v)
 {

@@ -22,7 +22,6 @@ extern const int ktune__matmul_candidates_count;
 namespace {
 
 const int max_sets = 256;
-const size_t cublas_workspace_bytes = (size_t)32 << 20;
 
 struct state {
     int dtype = 0;
@@ -35,8 +34,7 @@ struct state {
     float *ref = nullptr;
 } st;
 
-cublasHandle_t handle;
-void *cublas_workspace;
+ktune_worker_gemm::cublas_handle cublas;
 
 cudaDataType_t cuda_type(int dtype) { return dtype == KTUNE_BF16 ? CUDA_R_16BF : CUDA_R_16F; }
 
@@ -45,7 +43,7 @@ cudaDataType_t cuda_type(int dtype) { return dtype == KTUNE_BF16 ? CUDA_R_16BF :
 cublasStatus_t gemm(int set, void *out, cudaDataType_t out_type)
 {
     const float one = 1.f, zero = 0.f;
-    return cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, (int)st.n, (int)st.m, (int)st.k, &one,
+    return cublasGemmEx(cublas.handle, CUBLAS_OP_T, CUBLAS_OP_N, (int)st.n, (int)st.m, (int)st.k, &one,
                         st.w[set], cuda_type(st.dtype), (int)st.k, st.a[set], cuda_type(st.dtype),
                         (int)st.k, &zero, out, out_type, (int)st.n, CUBLAS_COMPUTE_32F,
                         CUBLAS_GEMM_DEFAULT);
@@ -53,21 +51,6 @@ cublasStatus_t gemm(int set, void *out, cudaDataType_t out_type)
 
 using ktune_common::from_cublas;
 
-cudaError_t ensure_cublas(cudaStream_t stream)
-{
-    if (!handle) {
-        if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS)
-            return cudaErrorUnknown;
-        cudaError_t e = cudaMalloc(&cublas_workspace, cublas_workspace_bytes);
-        if (e != cudaSuccess)
-            return e;
-        /* a fixed workspace: nothing is allocated while a graph is captured */
-        if (cublasSetWorkspace(handle, cublas_workspace, cublas_workspace_bytes) !=
-            CUBLAS_STATUS_SUCCESS)
-            return cudaErrorUnknown;
-    }
-    return from_cublas(cublasSetStream(handle, stream));
-}
 
 void release() { st = state(); } /* the buffers are the worker's arena */
 
@@ -83,7 +66,7 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
     const int sets = ktune_worker_check::rotating_sets((int64_t)(abytes + wbytes + cbytes), l2_bytes,
                                                        max_sets);
     using ktune_worker_check::carver;
-    cudaError_t e = st.dtype == KTUNE_F16 || st.dtype == KTUNE_BF16 ? ensure_cublas(0)
+    cudaError_t e = st.dtype == KTUNE_F16 || st.dtype == KTUNE_BF16 ? cublas.ready(0)
                                                                      : cudaErrorInvalidValue;
     const size_t set_bytes = carver::round(abytes) + carver::round(wbytes) + carver::round(cbytes);
     carver c{e == cudaSuccess ? (char *)ktune_worker_arena((size_t)sets * set_bytes +
@@ -156,7 +139,7 @@ int vendors(const char **names, cudaError_t *)
 
 cudaError_t vendor(int, int set, cudaStream_t stream)
 {
-    cudaError_t e = ensure_cublas(stream);
+    cudaError_t e = cublas.ready(stream);
     return e == cudaSuccess ? from_cublas(gemm(set, st.c[set], cuda_type(st.dtype))) : e;
 }
 

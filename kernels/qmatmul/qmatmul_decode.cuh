@@ -138,28 +138,15 @@ __global__ void __launch_bounds__(WARPS * 32)
             }
     }
 
-    /* the warps' sums meet in shared memory, then each thread of the block finishes some */
-    constexpr int PER_WARP = RTILES * MTILES * 4 * 32;
-    __shared__ acc_t sums[WARPS][PER_WARP];
-#pragma unroll
-    for (int r = 0; r < RTILES; r++)
-#pragma unroll
-        for (int mt = 0; mt < MTILES; mt++)
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                sums[warp][((r * MTILES + mt) * 4 + i) * 32 + lane] = d[r][mt][i];
-    __syncthreads();
-    for (int e = threadIdx.x; e < PER_WARP; e += WARPS * 32) {
-        acc_t total = 0;
-#pragma unroll
-        for (int v = 0; v < WARPS; v++)
-            total += sums[v][e];
-        /* element e: fragment register i of tile (r, mt) of lane l */
-        const int l = e % 32, i = e / 32 % 4, tile = e / 128, r = tile / MTILES, mt = tile % MTILES;
-        const int64_t col = row0 + 16 * r + l / 4 + 8 * (i / 2); /* a row of W: a column of C */
-        const int64_t row = 8 * mt + 2 * (l % 4) + i % 2;          /* a row of A and C */
-        store_one<O>(c, row, col, m, n, (float)total, ep);
-    }
+    /* the warps' sums meet in shared memory, then each thread of the block finishes some:
+     * element e is fragment register i of tile (r, mt) of lane l */
+    ktune_matmul_impl::warps_sum<acc_t, WARPS, RTILES * MTILES>(
+        reinterpret_cast<const acc_t(&)[RTILES * MTILES][4]>(d), [&](int e, acc_t total) {
+            const int l = e % 32, i = e / 32 % 4, tile = e / 128, r = tile / MTILES, mt = tile % MTILES;
+            const int64_t col = row0 + 16 * r + l / 4 + 8 * (i / 2); /* a row of W: a column of C */
+            const int64_t row = 8 * mt + 2 * (l % 4) + i % 2;          /* a row of A and C */
+            store_one<O>(c, row, col, m, n, (float)total, ep);
+        });
 }
 
 template <int WARPS, int UNROLL, int MTILES, int RTILES, int CONVERT> struct decode_launcher {

@@ -26,7 +26,6 @@ extern const int ktune__wqmatmul_candidates_count;
 namespace {
 
 const int max_sets = 256;
-const size_t cublas_workspace_bytes = 32u << 20;
 
 struct state {
     int dtype = 0, bits = 0, group = 0;
@@ -43,34 +42,18 @@ struct state {
     ktune_qweight w[max_sets] = {};
 } st;
 
-cublasHandle_t handle;
-void *cublas_workspace;
+ktune_worker_gemm::cublas_handle cublas;
 
 using ktune_common::from_cublas;
 
 cudaDataType_t cuda_type(int dtype) { return dtype == KTUNE_BF16 ? CUDA_R_16BF : CUDA_R_16F; }
 
-cudaError_t ensure_cublas(cudaStream_t stream)
-{
-    if (!handle) {
-        if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS)
-            return cudaErrorUnknown;
-        cudaError_t e = cudaMalloc(&cublas_workspace, cublas_workspace_bytes);
-        if (e != cudaSuccess)
-            return e;
-        /* a fixed workspace: nothing is allocated while a graph is captured */
-        if (cublasSetWorkspace(handle, cublas_workspace, cublas_workspace_bytes) !=
-            CUBLAS_STATUS_SUCCESS)
-            return cudaErrorUnknown;
-    }
-    return from_cublas(cublasSetStream(handle, stream));
-}
 
 /* out (m x n, row-major) = a[set] (m x k) dense[dset] (n x k)^T, fp32 sums. */
 cublasStatus_t gemm(int set, int dset, void *out, cudaDataType_t out_type)
 {
     const float one = 1.f, zero = 0.f;
-    return cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, (int)st.n, (int)st.m, (int)st.k, &one,
+    return cublasGemmEx(cublas.handle, CUBLAS_OP_T, CUBLAS_OP_N, (int)st.n, (int)st.m, (int)st.k, &one,
                         st.dense[dset], cuda_type(st.dtype), (int)st.k, st.a[set],
                         cuda_type(st.dtype), (int)st.k, &zero, out, out_type, (int)st.n,
                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
@@ -99,7 +82,7 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
     cudaError_t e = (st.dtype == KTUNE_F16 || st.dtype == KTUNE_BF16) &&
                             ktune_wqmatmul_impl::layout_takes(st.n, st.k, st.bits, KTUNE_QWEIGHT_K32) &&
                             st.group >= 32 && st.group % 32 == 0 && st.k % st.group == 0
-                        ? ensure_cublas(0)
+                        ? cublas.ready(0)
                         : cudaErrorInvalidValue;
     st.packed_bytes = (size_t)(st.n * st.k / 8 * st.bits);
     st.scale_bytes = (size_t)(st.n * (st.k / st.group) * 2);
@@ -229,7 +212,7 @@ int vendors(const char **names, cudaError_t *error)
 
 cudaError_t vendor(int, int set, cudaStream_t stream)
 {
-    cudaError_t e = ensure_cublas(stream);
+    cudaError_t e = cublas.ready(stream);
     return e == cudaSuccess
                ? from_cublas(gemm(set, set % st.dense_sets, st.vendor_c, cuda_type(st.dtype)))
                : e;
