@@ -1,7 +1,5 @@
 /* ktune_wqmatmul: check the arguments, look the configuration up, launch it; the packed weight's
  * functions. */
-#include <algorithm>
-
 #include "adapt.h"
 #include "device.h"
 #include "select.h"

@@ -103,9 +103,10 @@ __device__ __forceinline__ void load_unit(const qweight_view<T> &w, int64_t row,
         q[2] = stream_u32(w.plane1 + at);
 }
 
-/* The scale and zero point of unit u of row `row`, as what dequant_unit takes: the scale as a
- * pair, and the pair to subtract from the biased values (1024 + zero for f16, 128 + zero for
- * bf16 below 8 bits; for bf16 with 8 bits the zero point as an fp32 offset, in zf). */
+/* A unit's scale and zero point as dequant_unit takes them (scale_of makes them from what
+ * load_scale loaded): the scale as a pair and as fp32, and the pair to subtract from the biased
+ * values (1024 + zero for f16, 128 + zero for bf16 below 8 bits; for bf16 with 8 bits the biased
+ * zero point in fp32, zf). */
 template <typename T> struct unit_scale {
     uint32_t s2, z2;
     float s, zf;

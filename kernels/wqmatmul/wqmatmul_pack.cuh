@@ -5,6 +5,8 @@
  * the kernels and these functions each implement. */
 #pragma once
 
+#include <algorithm>
+
 #include "wqmatmul_common.cuh"
 
 namespace ktune_wqmatmul_impl {

@@ -7,9 +7,10 @@
  * into slabs of 128 (4 units; warp v: slabs v, v + WARPS, ...). Lane (g, t) of a warp loads unit t
  * of the slab of W's rows g and g + 8 of each 16-row tile and the same 32 k of activation row g of
  * each 8-row tile: its 16 pairs are the k of eight m16n8k16 multiplies, 4 values each (the same
- * permutation of k in both operands). UNROLL slabs are loaded before they are multiplied. The
- * sums are fp32, or (ACC32 0, f16 only) f16 over a slab and fp32 across slabs. The warps' sums
- * meet in shared memory; the block stores C. */
+ * permutation of k in both operands). UNROLL slabs of W and their scales are loaded before any
+ * is multiplied, the activations of a slab while the one before is multiplied. The sums are
+ * fp32, or (ACC32 0, f16 only) f16 over a slab and fp32 across slabs. The warps' sums meet in
+ * shared memory; the block stores C. */
 #pragma once
 
 #include "../matmul/matmul_common.cuh"
