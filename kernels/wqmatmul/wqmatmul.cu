@@ -16,8 +16,8 @@ extern "C" const ktune_family *ktune__family_wqmatmul(void) { return &family; }
 static bool shape_ok(int64_t m, int64_t n, int64_t k, int bits, int group, ktune_dtype dtype)
 {
     return m >= 1 && n >= 1 && k >= 1 && m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX &&
-           (bits == 2 || bits == 3 || bits == 4 || bits == 8) && group >= 32 && group % 32 == 0 &&
-           k % group == 0 && (dtype == KTUNE_BF16 || dtype == KTUNE_F16);
+           ktune_wqmatmul_impl::weight_takes(k, bits, group) &&
+           (dtype == KTUNE_BF16 || dtype == KTUNE_F16);
 }
 
 static ktune_status choose(int64_t m, int64_t n, int64_t k, int bits, int group, ktune_dtype dtype,
@@ -86,8 +86,8 @@ extern "C" ktune_status ktune_qweight_dequantize(const ktune_qweight *w, void *o
                                                  int64_t k, ktune_dtype dtype, cudaStream_t stream)
 {
     if (!w || !out || !w->packed || !w->scales || (dtype != KTUNE_BF16 && dtype != KTUNE_F16) ||
-        ktune_qweight_packed_bytes(n, k, w->bits, w->layout) == 0 || w->group < 32 ||
-        w->group % 32 != 0 || k % w->group != 0 || (uintptr_t)out % 2 != 0 ||
+        ktune_qweight_packed_bytes(n, k, w->bits, w->layout) == 0 ||
+        !ktune_wqmatmul_impl::weight_takes(k, w->bits, w->group) || (uintptr_t)out % 2 != 0 ||
         (uintptr_t)w->scales % 2 != 0 || (uintptr_t)w->packed % 4 != 0)
         return KTUNE_ERROR_INVALID_ARGUMENT;
     return ktune_wqmatmul_impl::dequantize(*w, out, n, k, dtype, stream) == cudaSuccess

@@ -55,6 +55,15 @@ template <typename T> qweight_view<T> view_of(const ktune_qweight &w, int64_t n,
     return v;
 }
 
+/* The family's rules on a quantized weight: 2, 3, 4 or 8 bits; groups of a multiple of 32 that
+ * divide k (so that the layout's 32-wide units tile every row and every group). */
+__host__ __device__ inline bool bits_take(int bits) { return bits == 2 || bits == 3 || bits == 4 || bits == 8; }
+
+__host__ __device__ inline bool weight_takes(int64_t k, int bits, int group)
+{
+    return bits_take(bits) && group >= 32 && group % 32 == 0 && k >= group && k % group == 0;
+}
+
 /* Loads that stream past L1 (the weight is read once), 4, 8 and 16 bytes. */
 __device__ __forceinline__ uint32_t stream_u32(const uint32_t *p)
 {
@@ -222,7 +231,7 @@ cudaError_t dispatch(const void *a, const ktune_qweight *w, void *c, int64_t m, 
                      int dtype, cudaStream_t s)
 {
     if (m < 1 || n < 1 || k < 1 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || !w ||
-        w->layout != KTUNE_QWEIGHT_K32 || w->group < 32 || w->group % 32 != 0 || k % w->group != 0 ||
+        w->layout != KTUNE_QWEIGHT_K32 || !weight_takes(k, w->bits, w->group) ||
         (uintptr_t)a % 16 != 0 || (uintptr_t)w->packed % 16 != 0 || (uintptr_t)c % 2 != 0 ||
         (uintptr_t)w->scales % 2 != 0)
         return cudaErrorInvalidValue;

@@ -74,7 +74,7 @@ __global__ void dequantize_kernel(const uint32_t *__restrict__ packed, const T *
 
 inline bool layout_takes(int64_t n, int64_t k, int bits, int layout)
 {
-    return layout == KTUNE_QWEIGHT_K32 && (bits == 2 || bits == 3 || bits == 4 || bits == 8) &&
+    return layout == KTUNE_QWEIGHT_K32 && bits_take(bits) &&
            n >= 1 && k >= 32 && k % 32 == 0;
 }
 

@@ -80,8 +80,7 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
     st.k = key[5];
     using ktune_worker_check::carver;
     cudaError_t e = (st.dtype == KTUNE_F16 || st.dtype == KTUNE_BF16) &&
-                            ktune_wqmatmul_impl::layout_takes(st.n, st.k, st.bits, KTUNE_QWEIGHT_K32) &&
-                            st.group >= 32 && st.group % 32 == 0 && st.k % st.group == 0
+                            st.n >= 1 && ktune_wqmatmul_impl::weight_takes(st.k, st.bits, st.group)
                         ? cublas.ready(0)
                         : cudaErrorInvalidValue;
     st.packed_bytes = (size_t)(st.n * st.k / 8 * st.bits);
