@@ -1,6 +1,7 @@
 /* ktune-explain: which configuration the library would launch for a key, on the current device or
  * on a described one (no GPU needed). `ktune explain` runs it; `ktune bench` runs its
- * --selection-cost, the host cost of the library's selection. */
+ * --selection-cost, the host cost of the library's selection, and its --keys, the choices for the
+ * keys a bench was given. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,12 +89,59 @@ static int selection_cost(const char *name, const ktune_device_spec *spec)
     return failed ? 1 : 0;
 }
 
+/* The library's choice for each key of a file (a key a line, as KEY), a line each on stdout:
+ * "<config> <reason> <nearest>", nearest being the nearest valid row's answer ("-": none), the
+ * rule the cost model replaces. `ktune bench` reads it. */
+static int choices(const char *name, const char *path, const ktune_device_spec *spec)
+{
+    const ktune_family *f = ktune__family_find(name);
+    static ktune_device described;
+    const ktune_device *dev = &described;
+    ktune_status st = !f                 ? KTUNE_ERROR_INVALID_ARGUMENT
+                      : spec && spec->name ? ktune__device_from_spec(spec, &described)
+                                           : ktune__device_current(&dev);
+    if (st != KTUNE_OK) {
+        fprintf(stderr, "ktune-explain: %s: %s\n", name, ktune_status_string(st));
+        return st == KTUNE_ERROR_CUDA ? 4 : 1;
+    }
+    FILE *in = fopen(path, "r");
+    if (!in) {
+        fprintf(stderr, "ktune-explain: --keys %s: cannot read it\n", path);
+        return 1;
+    }
+    setenv("KTUNE_LOG", "quiet", 1); /* the keys are untuned on purpose */
+    ktune__select_reset();
+    char line[600];
+    int lineno = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, in)) {
+        lineno++;
+        line[strcspn(line, "\r\n")] = '\0';
+        int64_t key[KTUNE_MAX_KEY];
+        int instance = -1;
+        ktune_choice c;
+        if (ktune__key_parse(f, line, key)) {
+            fprintf(stderr, "%s:%d:1: not a key of %s: '%.200s'\n", path, lineno, name, line);
+            rc = 1;
+        } else if ((st = ktune__select(f, key, dev, &instance, &c)) != KTUNE_OK) {
+            fprintf(stderr, "%s:%d:1: %s\n", path, lineno, ktune_status_string(st));
+            rc = 1;
+        } else {
+            const int nearest = ktune__select_nearest(f, key, dev);
+            printf("%s %s %s\n", c.config, ktune_reason_string(c.reason),
+                   nearest >= 0 ? f->instances[nearest].name : "-");
+        }
+    }
+    fclose(in);
+    return rc;
+}
+
 static int usage(void)
 {
-    fprintf(stderr, "usage: ktune-explain FAMILY KEY|--selection-cost [--device NAME --sms N "
-                    "--cc C [--max-threads N] [--smem-per-block B] [--l2-bytes B]]\n"
+    fprintf(stderr, "usage: ktune-explain FAMILY KEY|--selection-cost|--keys FILE [--device NAME "
+                    "--sms N --cc C [--max-threads N] [--smem-per-block B] [--l2-bytes B]]\n"
                     "  KEY: every dimension of the family's key as name=value, e.g. "
-                    "'dtype=f16 rows=4 cols=1000'\n");
+                    "'dtype=f16 rows=4 cols=1000'\n"
+                    "  --keys FILE: a key a line; prints '<config> <reason> <nearest>' a line\n");
     return 2;
 }
 
@@ -112,7 +160,10 @@ int main(int argc, char **argv)
         return usage();
     ktune_device_spec spec = {0};
     int described = 0, cost = strcmp(argv[2], "--selection-cost") == 0;
-    for (int i = 3; i < argc; i += 2) {
+    const int keys = strcmp(argv[2], "--keys") == 0;
+    if (keys && argc < 4)
+        return usage();
+    for (int i = keys ? 4 : 3; i < argc; i += 2) {
         long long v = 0;
         const char *name = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
         if (!value)
@@ -137,6 +188,8 @@ int main(int argc, char **argv)
     }
     if (cost)
         return selection_cost(argv[1], described ? &spec : NULL);
+    if (keys)
+        return choices(argv[1], argv[3], described ? &spec : NULL);
     ktune_choice c;
     ktune_status st = ktune_explain(argv[1], argv[2], described ? &spec : NULL, &c);
     if (st != KTUNE_OK) {

@@ -67,7 +67,7 @@ typedef struct {
     const char *run, *out, *source_rev, *gpus, *model, *crossover, *plot, *where, *search;
     const char *device, *shard_text, *against;
     const char *batch_sizes, *out_in_features, *tp_split_dim, *x_q_dtype, *w_q_dtype, *seq_lengths;
-    const char *keys, *untuned, *random_models;
+    const char *keys, *untuned, *shapes, *random_models;
     int sms, cc;
     int tp_size, ep_size;
     int argc;
@@ -90,7 +90,9 @@ static const struct {
     {"show", "<family>", "what each device's table holds and its gain over the default"},
     {"bench", "<family>",
      "tuned vs default vs a copy of the same bytes vs the vendor library (if\n"
-     "the family has one) on this GPU, and each variant at its fastest (GPU)"},
+     "the family has one) on this GPU, and each variant at its fastest (GPU);\n"
+     "with shapes named (--shapes, --key, --random-models, --model, ...): the\n"
+     "library's choice for each, tuned or not, beside the nearest tuned row's"},
     {"verify", "<family>",
      "re-measure this GPU's committed table; fail when an entry is slower than\n"
      "recorded by more than --threshold percent (5), or no longer correct"},
@@ -251,6 +253,10 @@ static const option_spec option_table[] = {
     OPT("--untuned", OPT_TEXT, untuned, 0, 0, NULL, "FILE",
         "the family's keys in FILE instead of the space's shapes: the\n"
         "lines KTUNE_UNTUNED_FILE records (the keys a program ran untuned)"),
+    OPT("--shapes", OPT_TEXT, shapes, 0, 0, NULL, "FILE",
+        "the keys in FILE instead of the space's shapes, a line each:\n"
+        "name=value (spaces or commas between), the family's name first or\n"
+        "not ('ktune expand --untuned-form' and KTUNE_UNTUNED_FILE write them)"),
     OPT("--random-models", OPT_TEXT, random_models, 0, 0, NULL, "N:SEED",
         "instead of the space's shapes, the layers (or softmax logits) of N\n"
         "random models drawn from SEED (linear and softmax families; the\n"
@@ -448,20 +454,29 @@ static int load_space(const options *o, ktune_space *s)
         return usage_error("%s needs a family or --space", o->command);
     }
     const int linear = o->out_in_features != NULL;
-    if (o->keys || o->untuned || o->random_models) {
-        const char *flag = o->keys ? "--key" : o->untuned ? "--untuned" : "--random-models";
-        const char *other = o->keys && o->untuned                  ? "--untuned"
-                            : (o->keys || o->untuned) && o->random_models ? "--random-models"
-                            : o->model            ? "--model"
-                            : linear              ? "--out-in-features"
-                            : o->batch_sizes      ? "--batch-sizes"
-                            : o->seq_lengths      ? "--seq-lengths"
-                            : o->tp_size          ? "--tp-size"
-                            : o->ep_size          ? "--ep-size"
-                                                  : NULL;
+    /* the flags that name keys outright: at most one, and no flag that derives shapes */
+    const char *named[4];
+    int nnamed = 0;
+    if (o->keys)
+        named[nnamed++] = "--key";
+    if (o->untuned)
+        named[nnamed++] = "--untuned";
+    if (o->shapes)
+        named[nnamed++] = "--shapes";
+    if (o->random_models)
+        named[nnamed++] = "--random-models";
+    if (nnamed > 0) {
+        const char *other = nnamed > 1        ? named[1]
+                            : o->model        ? "--model"
+                            : linear          ? "--out-in-features"
+                            : o->batch_sizes  ? "--batch-sizes"
+                            : o->seq_lengths  ? "--seq-lengths"
+                            : o->tp_size      ? "--tp-size"
+                            : o->ep_size      ? "--ep-size"
+                                              : NULL;
         if (other) {
             char text[64];
-            snprintf(text, sizeof text, "%s and %s", flag, other);
+            snprintf(text, sizeof text, "%s and %s", named[0], other);
             return usage_error("%s both name shapes: give one", text);
         }
     }
@@ -500,6 +515,7 @@ static int load_space(const options *o, ktune_space *s)
                            .linear = linear ? &lin : NULL,
                            .keys = o->keys,
                            .untuned = o->untuned,
+                           .shapes = o->shapes,
                            .random_models = o->random_models};
     if (ktune_space_load_with(path, &so, s, &err)) {
         fprintf(stderr, "%s\n", err.msg);
@@ -1147,6 +1163,102 @@ static int cmd_explain(const options *o, const ktune_space *s)
     return KTUNE_EXIT_FAILED;
 }
 
+/* ktune bench's choices for keys (ktune_bench_choose_fn): ktune-explain --keys, beside this
+ * program and linked with the library, on the worker's device as its hello describes it. */
+static int library_choices(void *ctx, const ktune_hello *dev, int n, const ktune_space_shape *keys,
+                           ktune_bench_choice *out, ktune_err *err)
+{
+    const ktune_space *s = ctx;
+    char path[] = "/tmp/ktune-keys-XXXXXX", program[4096];
+    char sms[24], cc[24], threads[24], smem[24], l2[24];
+    int rc = -1, got = 0, pipefd[2] = {-1, -1};
+    const int fd = mkstemp(path);
+    if (fd < 0)
+        return ktune_fail(err, "bench: cannot create a temporary file: %s", strerror(errno));
+    FILE *f = fdopen(fd, "w");
+    for (int i = 0; f && i < n; i++) {
+        char key[512];
+        ktune_space_key_format(s, keys[i].key, key, sizeof key);
+        fprintf(f, "%s\n", key);
+    }
+    if (!f || fclose(f) != 0) {
+        ktune_fail(err, "bench: %s: write failed", path);
+        goto done;
+    }
+    program_beside("ktune-explain", program, sizeof program);
+    snprintf(sms, sizeof sms, "%d", dev->sms);
+    snprintf(cc, sizeof cc, "%d", dev->cc);
+    snprintf(threads, sizeof threads, "%d", dev->max_threads);
+    snprintf(smem, sizeof smem, "%lld", (long long)dev->smem_per_block);
+    snprintf(l2, sizeof l2, "%lld", (long long)dev->l2_bytes);
+    char *args[] = {program, (char *)s->family, "--keys", path, "--device", (char *)dev->name,
+                    "--sms", sms, "--cc", cc, "--max-threads", threads, "--smem-per-block", smem,
+                    "--l2-bytes", l2, NULL};
+    if (pipe(pipefd) != 0) {
+        ktune_fail(err, "bench: pipe: %s", strerror(errno));
+        goto done;
+    }
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        ktune_fail(err, "bench: fork: %s", strerror(errno));
+        goto done;
+    }
+    if (pid == 0) {
+        dup2(pipefd[1], 1);
+        close(pipefd[0]);
+        close(pipefd[1]);
+        execv(program, args);
+        fprintf(stderr, "ktune: cannot run %s: %s\n", program, strerror(errno));
+        _exit(127);
+    }
+    close(pipefd[1]);
+    pipefd[1] = -1;
+    FILE *in = fdopen(pipefd[0], "r");
+    char line[512];
+    int bad = 0; /* a line beyond the keys, or one that is not a choice */
+    while (in && fgets(line, sizeof line, in)) {
+        char config[512], reason[512], nearest[512];
+        if (!bad && got < n && sscanf(line, "%511s %511s %511s", config, reason, nearest) == 3 &&
+            ktune_is_identifier(config, sizeof out[got].config - 1) &&
+            ktune_is_identifier(reason, sizeof out[got].reason - 1) &&
+            (strcmp(nearest, "-") == 0 ||
+             ktune_is_identifier(nearest, sizeof out[got].nearest - 1))) {
+            /* each checked to fit above */
+            snprintf(out[got].config, sizeof out[got].config, "%.*s",
+                     (int)sizeof out[got].config - 1, config);
+            snprintf(out[got].reason, sizeof out[got].reason, "%.*s",
+                     (int)sizeof out[got].reason - 1, reason);
+            snprintf(out[got].nearest, sizeof out[got].nearest, "%.*s",
+                     (int)sizeof out[got].nearest - 1, strcmp(nearest, "-") == 0 ? "" : nearest);
+            got++;
+        } else {
+            bad = 1;
+        }
+    }
+    if (in)
+        fclose(in);
+    else
+        close(pipefd[0]);
+    pipefd[0] = -1;
+    int status;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || bad || got != n) {
+        ktune_fail(err, "bench: %s %s --keys failed (status %d, %d of %d choices%s)", program,
+                   s->family, WIFEXITED(status) ? WEXITSTATUS(status) : -1, got, n,
+                   bad ? ", a line that is not one" : "");
+        goto done;
+    }
+    rc = 0;
+done:
+    if (pipefd[0] >= 0)
+        close(pipefd[0]);
+    if (pipefd[1] >= 0)
+        close(pipefd[1]);
+    unlink(path);
+    return rc;
+}
+
 /* The host cost of the library's selection on this GPU (ktune-explain --selection-cost, beside
  * this program, linked with the library), after the bench's table. */
 static void selection_cost_print(const ktune_space *s)
@@ -1287,8 +1399,12 @@ int main(int argc, char **argv)
             snprintf(out, sizeof out, "%s.bench.csv", s.family);
         ktune_worker_opts w = worker_opts(&o, worker);
         ktune_err err;
-        rc = ktune_bench_run(&s, o.registry_dir, &w, o.config_timeout * 10, out, o.plot, stdout,
-                             &err);
+        /* shapes named on the command line: the library's choice for each, tuned or not */
+        const int named = o.keys || o.untuned || o.shapes || o.random_models || o.model ||
+                          o.out_in_features || o.batch_sizes || o.seq_lengths || o.where;
+        const ktune_bench_keys keys = {library_choices, &s};
+        rc = ktune_bench_run(&s, o.registry_dir, &w, named ? &keys : NULL, o.config_timeout * 10,
+                             out, o.plot, stdout, &err);
         if (rc == 0)
             selection_cost_print(&s);
         if (rc)

@@ -68,13 +68,38 @@ static int measure_champions(const ktune_space *s, ktune_worker *w, const int64_
     return 0;
 }
 
+/* The nearest row's answer timed interleaved with the choice: its time and its ratio to the
+ * choice's in the same measurement; 0 and 0 where it is the choice, none, or failed. */
+static int measure_nearest(const ktune_space *s, ktune_worker *w, const int64_t *key,
+                           const ktune_bench_choice *c, double timeout_s, double *us,
+                           double *ratio, ktune_err *err)
+{
+    *us = 0;
+    *ratio = 0;
+    if (!c->nearest[0] || strcmp(c->nearest, c->config) == 0)
+        return 0;
+    const char *names[2] = {c->config, c->nearest};
+    ktune_answer a;
+    ktune_reply_kind kind;
+    if (ktune_worker_interleave(w, s->nkey, key, names, 2, timeout_s * 2, &a, &kind, err))
+        return -1;
+    if (kind == KTUNE_REPLY_OK && a.status == KTUNE_TRIAL_OK && a.entries[0].median_us > 0) {
+        *us = a.entries[1].median_us;
+        *ratio = a.entries[1].median_us / a.entries[0].median_us;
+    }
+    return 0;
+}
+
 int ktune_bench_run(const ktune_space *s, const char *registry_dir,
-                    const ktune_worker_opts *wopts, double timeout_s, const char *csv_path,
-                    const char *plot_png, FILE *out, ktune_err *err)
+                    const ktune_worker_opts *wopts, const ktune_bench_keys *keys,
+                    double timeout_s, const char *csv_path, const char *plot_png, FILE *out,
+                    ktune_err *err)
 {
     ktune_worker w;
     ktune_registry reg;
+    memset(&reg, 0, sizeof reg);
     ktune_buf csv = {0};
+    ktune_bench_choice *choice = NULL;
     int rc = -1;
     char path[4096];
     /* the vendor paths seen, in order of first appearance, and the log of tuned's speedup over
@@ -85,9 +110,15 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
     int vendor_shapes[KTUNE_PLOT_MAX_VENDORS] = {0}, nvendors = 0;
     if (s->nvariants > 64)
         return ktune_fail(err, "bench: %s has more than 64 variants", s->family);
-    int opened = ktune_open_device_registry(s, registry_dir, wopts, &w, &reg, path, sizeof path, err);
+    /* keys: the library's choices need no registry (a device without a table has defaults) */
+    int opened = keys ? ktune_worker_start(&w, wopts, err)
+                      : ktune_open_device_registry(s, registry_dir, wopts, &w, &reg, path,
+                                                   sizeof path, err);
     if (opened)
         return opened;
+    if (keys)
+        snprintf(path, sizeof path, "the keys given");
+    const int nitems = keys ? s->nshapes : reg.nentries;
     int64_t limits[KTUNE_NLIMITS];
     ktune_limits_from(&w.device, limits);
     int dtype_dim = -1, x_dim = -1;
@@ -97,20 +128,38 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
         if (s->key[d].kind == KTUNE_DIM_INT && x_dim < 0)
             x_dim = d;
     }
-    ktune_plot_point *points = calloc((size_t)reg.nentries + 1, sizeof *points);
-    double *variant_us = calloc((size_t)(reg.nentries + 1) * (size_t)s->nvariants, sizeof *variant_us);
+    ktune_plot_point *points = calloc((size_t)nitems + 1, sizeof *points);
+    double *variant_us = calloc((size_t)(nitems + 1) * (size_t)s->nvariants, sizeof *variant_us);
     int champion[64];
+    if (!points || !variant_us) {
+        ktune_fail(err, "out of memory");
+        goto cleanup;
+    }
+    if (keys) {
+        choice = calloc((size_t)nitems + 1, sizeof *choice);
+        if (!choice) {
+            ktune_fail(err, "out of memory");
+            goto cleanup;
+        }
+        if (keys->choose(keys->ctx, &w.device, nitems, s->shapes, choice, err))
+            goto cleanup;
+    }
     ktune_buf_printf(&csv, "family,dtype,shape,config,tuned_us,default_us,anchor,anchor_us,gbps,"
                            "pct_of_ceiling,default_config,speedup,ceiling_gbps,bytes,tuned_spread,"
                            "copy_us,vs_anchor,tflops,ceiling_tflops,pct_of_tflops,variants,"
-                           "vendors\n");
-    double log_speedup = 0, worst_big[KTUNE_DTYPE_COUNT];
+                           "vendors%s\n",
+                     keys ? ",reason,nearest_config,nearest_us" : "");
+    double log_speedup = 0, worst_big[KTUNE_DTYPE_COUNT], log_nearest = 0, worst_anchor = INFINITY;
+    int nearest_shapes = 0;
+    char worst_anchor_shape[256] = "";
     for (int d = 0; d < KTUNE_DTYPE_COUNT; d++)
         worst_big[d] = INFINITY;
     int n = 0;
-    for (int i = 0; i < reg.nentries; i++) {
-        const ktune_entry *e = &reg.entries[i];
-        int def = ktune_space_default_for(s, e->key, limits);
+    for (int i = 0; i < nitems; i++) {
+        const ktune_entry *e = keys ? NULL : &reg.entries[i];
+        const int64_t *key = keys ? s->shapes[i].key : e->key;
+        const char *config = keys ? choice[i].config : e->config;
+        int def = ktune_space_default_for(s, key, limits);
         if (def < 0) {
             ktune_fail(err, "no default is valid for an entry of %s", path);
             goto cleanup;
@@ -120,14 +169,14 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
         for (int d = 0; d < s->nkey; d++)
             if (d != dtype_dim)
                 sl += (size_t)snprintf(shape + sl, sizeof shape - sl, "%s%lld", sl ? "x" : "",
-                                       (long long)e->key[d]);
+                                       (long long)key[d]);
         ktune_answer a;
         ktune_reply_kind kind;
-        if (ktune_worker_bench(&w, s->nkey, e->key, e->config, s->configs[def].name, timeout_s,
+        if (ktune_worker_bench(&w, s->nkey, key, config, s->configs[def].name, timeout_s,
                                &a, &kind, err))
             goto cleanup;
         if (kind != KTUNE_REPLY_OK || a.status != KTUNE_TRIAL_OK) {
-            ktune_fail(err, "bench of %s %s failed: %s %s", shape, e->config,
+            ktune_fail(err, "bench of %s %s failed: %s %s", shape, config,
                        ktune_trial_status_names[a.status], a.detail);
             goto cleanup;
         }
@@ -136,24 +185,34 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
         double du = b->default_us;
         const double cu = b->copy_us, ceil_gbps = b->ceiling_gbps, bytes = b->bytes;
         const double flops = b->flops, ceil_flops = b->vendor_flops_per_s;
-        if (def == ktune_space_find_config(s, e->config))
+        if (def == ktune_space_find_config(s, config))
             du = tu; /* the same config: one measurement, not two draws of the noise */
         double *vus = variant_us + (size_t)i * (size_t)s->nvariants;
-        variant_champions(s, e, champion);
-        if (s->nvariants > 1 &&
-            measure_champions(s, &w, e->key, champion, timeout_s, vus, err))
+        double nearest_us = 0, nearest_ratio = 0;
+        if (e) {
+            variant_champions(s, e, champion);
+            if (s->nvariants > 1 &&
+                measure_champions(s, &w, key, champion, timeout_s, vus, err))
+                goto cleanup;
+            /* a variant whose champion is the tuned config and was not timed again: its time */
+            for (int v = 0; v < s->nvariants; v++)
+                if (vus[v] == 0 && champion[v] == ktune_space_find_config(s, config))
+                    vus[v] = tu;
+        } else if (measure_nearest(s, &w, key, &choice[i], timeout_s, &nearest_us,
+                                   &nearest_ratio, err)) {
             goto cleanup;
-        /* a variant whose champion is the tuned config and was not timed again: the tuned time */
-        for (int v = 0; v < s->nvariants; v++)
-            if (vus[v] == 0 && champion[v] == ktune_space_find_config(s, e->config))
-                vus[v] = tu;
+        }
+        if (!e && choice[i].nearest[0]) { /* the choice itself (not timed twice): a ratio of 1 */
+            log_nearest += nearest_ratio > 0 ? log(nearest_ratio) : 0;
+            nearest_shapes++;
+        }
         char variants[1024] = "";
         size_t vl = 0;
         for (int v = 0; v < s->nvariants; v++)
             if (vus[v] > 0)
                 vl += (size_t)snprintf(variants + vl, sizeof variants - vl, "%s%s=%.4f",
                                        vl ? " " : "", s->variants[v].name, vus[v]);
-        const char *dt = dtype_dim >= 0 ? ktune_dtype_name(e->key[dtype_dim]) : "-";
+        const char *dt = dtype_dim >= 0 ? ktune_dtype_name(key[dtype_dim]) : "-";
         /* each vendor path: its place among those seen, its time for the plot and the CSV */
         char vendors_col[512] = "";
         size_t vcl = 0;
@@ -188,11 +247,19 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
         const double tflops = flops / (tu * 1e6), ceil_tflops = ceil_flops / 1e12;
         ktune_buf_printf(&csv,
                          "%s,%s,%s,%s,%.4f,%.4f,%s,%.4f,%.1f,%.1f,%s,%.4f,%.1f,%.0f,%.5f,%.4f,"
-                         "%.4f,%.2f,%.1f,%.1f,%s,%s\n",
-                         s->family, dt, shape, e->config, tu, du, anchor, anchor_us, gbps, pct,
+                         "%.4f,%.2f,%.1f,%.1f,%s,%s",
+                         s->family, dt, shape, config, tu, du, anchor, anchor_us, gbps, pct,
                          s->configs[def].name, du / tu, ceil_gbps, bytes, ts, cu, anchor_us / tu,
                          tflops, ceil_tflops, ceil_tflops > 0 ? 100 * tflops / ceil_tflops : 0.0,
                          variants, vendors_col);
+        if (!e) /* the nearest row's answer: its time interleaved with the choice (0: the same) */
+            ktune_buf_printf(&csv, ",%s,%s,%.4f", choice[i].reason,
+                             choice[i].nearest[0] ? choice[i].nearest : "-", nearest_us);
+        ktune_buf_printf(&csv, "\n");
+        if (has_vendor && vu / tu < worst_anchor) {
+            worst_anchor = vu / tu;
+            snprintf(worst_anchor_shape, sizeof worst_anchor_shape, "%s %s", dt, shape);
+        }
         if (n == 0)
             fprintf(out, "%-5s %-18s %-40s %9s %9s %7s %9s %7s %6s %6s %7s %6s\n", "dtype", "shape",
                     "config", "tuned_us", "dflt_us", "speedup", has_vendor ? anchor : "copy_us",
@@ -201,16 +268,16 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
         if (has_vendor)
             snprintf(ratio, sizeof ratio, "%.3fx", vu / tu);
         fprintf(out, "%-5s %-18s %-40s %9.3f %9.3f %7.3f %9.3f %7s %6.0f %6.1f %7.1f %6.1f\n", dt,
-                shape, e->config, tu, du, du / tu, anchor_us, ratio, gbps, pct, tflops,
+                shape, config, tu, du, du / tu, anchor_us, ratio, gbps, pct, tflops,
                 ceil_tflops > 0 ? 100 * tflops / ceil_tflops : 0.0);
         log_speedup += log(du / tu);
-        memcpy(points[n].key, e->key, sizeof points[n].key);
+        memcpy(points[n].key, key, sizeof points[n].key);
         points[n].tuned_us = tu;
         points[n].variant_us = vus;
         n++;
         if (dtype_dim >= 0 && bytes / 2 >= KTUNE_BIG_BYTES)
-            if (e->key[dtype_dim] >= 0 && e->key[dtype_dim] < KTUNE_DTYPE_COUNT)
-                worst_big[e->key[dtype_dim]] = fmin(worst_big[e->key[dtype_dim]], pct);
+            if (key[dtype_dim] >= 0 && key[dtype_dim] < KTUNE_DTYPE_COUNT)
+                worst_big[key[dtype_dim]] = fmin(worst_big[key[dtype_dim]], pct);
     }
     if (ktune_file_write_if_changed(csv_path, csv.data, csv.len, err) < 0)
         goto cleanup;
@@ -219,6 +286,11 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
     for (int v = 0; v < nvendors; v++)
         fprintf(out, "; tuned vs %s %.3fx (geomean of %d)", vendor[v],
                 exp(log_vendor[v] / vendor_shapes[v]), vendor_shapes[v]);
+    if (nvendors > 0 && isfinite(worst_anchor))
+        fprintf(out, "; worst vs %s %.3fx (%s)", vendor[0], worst_anchor, worst_anchor_shape);
+    if (keys && nearest_shapes > 0)
+        fprintf(out, "; tuned vs the nearest row's answer %.3fx (geomean of %d)",
+                exp(log_nearest / nearest_shapes), nearest_shapes);
     if (nvendors == 0)
         for (int d = 0; d < KTUNE_DTYPE_COUNT; d++)
             if (isfinite(worst_big[d]))
@@ -244,6 +316,7 @@ cleanup:
     ktune_worker_stop(&w);
     ktune_registry_free(&reg);
     ktune_buf_free(&csv);
+    free(choice);
     free(points);
     free(variant_us);
     return rc;

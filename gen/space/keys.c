@@ -95,12 +95,15 @@ int ktune_keys_parse(const ktune_space *s, const char *text, ktune_key_sink sink
     }
 }
 
-int ktune_keys_read_untuned(const ktune_space *s, const char *path, ktune_key_sink sink, void *ctx,
-                            ktune_err *err)
+/* The keys of a file, a line each: untuned, lines "<family> name=value ..." (other families'
+ * skipped); else (--shapes) "name=value ..." (spaces or commas between), the family's name first
+ * or not. */
+static int read_keys(const ktune_space *s, const char *flag, const char *path, int untuned,
+                     ktune_key_sink sink, void *ctx, ktune_err *err)
 {
     FILE *f = fopen(path, "r");
     if (!f)
-        return ktune_fail(err, "--untuned %s: cannot read it", path);
+        return ktune_fail(err, "%s %s: cannot read it", flag, path);
     char line[KTUNE_KEY_TEXT_MAX + 2];
     int lineno = 0, found = 0, rc = 0;
     const size_t flen = strlen(s->family);
@@ -115,21 +118,42 @@ int ktune_keys_read_untuned(const ktune_space *s, const char *path, ktune_key_si
         line[strcspn(line, "\r\n")] = '\0';
         if (line[0] == '#' || line[strspn(line, " \t")] == '\0')
             continue;
-        /* "<family> " then the key */
-        if (strncmp(line, s->family, flen) != 0 || line[flen] != ' ')
+        /* "<family> " then the key; --shapes: the family's name may be left out */
+        const int named = strncmp(line, s->family, flen) == 0 && line[flen] == ' ';
+        const size_t skip = named ? flen + 1 : 0;
+        if (untuned && !named)
             continue;
+        const char *text = line + skip;
+        const size_t first = strcspn(text, " \t,");
+        if (!untuned && !memchr(text, '=', first)) {
+            rc = ktune_fail_at(err, path, lineno, 1, "'%.*s' is not %s's name nor name=value",
+                               (int)(first > 40 ? 40 : first), text, s->family);
+            break;
+        }
         int64_t key[KTUNE_MAX_KEY] = {0};
         size_t bad;
         char why[256];
-        const char *text = line + flen + 1;
-        if (key_parse(s, text, ' ', key, &bad, why, sizeof why))
-            rc = ktune_fail_at(err, path, lineno, (int)(flen + 2 + bad), "%s", why);
+        const char sep = !untuned && strchr(text, ',') ? ',' : ' ';
+        if (key_parse(s, text, sep, key, &bad, why, sizeof why))
+            rc = ktune_fail_at(err, path, lineno, (int)(skip + 1 + bad), "%s", why);
         else if (sink(ctx, key, err))
             rc = -1;
         found++;
     }
     fclose(f);
     if (rc == 0 && found == 0)
-        rc = ktune_fail(err, "--untuned %s: no key of family %s in it", path, s->family);
+        rc = ktune_fail(err, "%s %s: no key of family %s in it", flag, path, s->family);
     return rc;
+}
+
+int ktune_keys_read_untuned(const ktune_space *s, const char *path, ktune_key_sink sink, void *ctx,
+                            ktune_err *err)
+{
+    return read_keys(s, "--untuned", path, 1, sink, ctx, err);
+}
+
+int ktune_keys_read_shapes(const ktune_space *s, const char *path, ktune_key_sink sink, void *ctx,
+                           ktune_err *err)
+{
+    return read_keys(s, "--shapes", path, 0, sink, ctx, err);
 }

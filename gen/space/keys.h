@@ -1,8 +1,10 @@
 /* Keys named on the command line, in place of a space's shapes: --key 'name=value,...' (several
- * keys separated by ';') and --untuned FILE, the lines the library appends to KTUNE_UNTUNED_FILE
+ * keys separated by ';'), --untuned FILE, the lines the library appends to KTUNE_UNTUNED_FILE
  * ("<family> name=value name=value ..."; lines of other families, blank lines and lines that start
- * with '#' are skipped). Every dimension of the space's key is given once, by name, in any order;
- * dtypes by name, sizes from 1 to 2^40. Errors name the flag and the key, or file:line:col. */
+ * with '#' are skipped), and --shapes FILE, any list of keys, a line each ("name=value ...",
+ * spaces or commas between, the family's name first or not; blank and '#' lines skipped). Every
+ * dimension of the space's key is given once, by name, in any order; dtypes by name, sizes from
+ * 1 to 2^40. Errors name the flag and the key, or file:line:col. */
 #ifndef KTUNE_GEN_KEYS_H
 #define KTUNE_GEN_KEYS_H
 
@@ -18,5 +20,7 @@ int ktune_keys_parse(const ktune_space *s, const char *text, ktune_key_sink sink
                      ktune_err *err);
 int ktune_keys_read_untuned(const ktune_space *s, const char *path, ktune_key_sink sink, void *ctx,
                             ktune_err *err);
+int ktune_keys_read_shapes(const ktune_space *s, const char *path, ktune_key_sink sink, void *ctx,
+                           ktune_err *err);
 
 #endif

@@ -590,7 +590,7 @@ static int models_entry_lists(const ktune_node *e, const char *model)
     return 0;
 }
 
-/* A key of --key or --untuned into the list. */
+/* A key of --key, --untuned or --shapes into the list. */
 static int key_sink(void *ctx, const int64_t *key, ktune_err *err)
 {
     return shape_add(ctx, key, NULL, NULL, err);
@@ -606,7 +606,7 @@ int ktune_shapes_load(const char *file, const ktune_node *n, ktune_space *s,
     shape_list l = {0};
     int rc = 0, models = 0, listing = 0;
     /* the command line's keys */
-    const int named = o && (o->linear || o->keys || o->untuned || o->random_models);
+    const int named = o && (o->linear || o->keys || o->untuned || o->shapes || o->random_models);
     if (o && o->linear) {
         int64_t dtypes[KTUNE_DTYPE_COUNT];
         int ndtypes;
@@ -618,6 +618,8 @@ int ktune_shapes_load(const char *file, const ktune_node *n, ktune_space *s,
         rc = ktune_keys_parse(s, o->keys, key_sink, &l, err);
     else if (o && o->untuned)
         rc = ktune_keys_read_untuned(s, o->untuned, key_sink, &l, err);
+    else if (o && o->shapes)
+        rc = ktune_keys_read_shapes(s, o->shapes, key_sink, &l, err);
     else if (o && o->random_models) {
         ktune_space own; /* the space's own shapes: their dtypes, and keys to leave out */
         rc = load_own(file, n, s, &own, err);

@@ -78,6 +78,7 @@ typedef struct {
                                           (--batch-sizes, --out-in-features...), or NULL */
     const char *keys;    /* these keys instead of the space's shapes (--key, keys.h), or NULL */
     const char *untuned; /* the keys of this file instead (--untuned, keys.h), or NULL */
+    const char *shapes;  /* the keys of this file instead (--shapes, keys.h), or NULL */
     const char *random_models; /* "N:SEED": random models' keys instead (random_models.h) */
 } ktune_space_opts;
 

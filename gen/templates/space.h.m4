@@ -94,6 +94,7 @@ extern const ktune_table *const kt4_prefix[[]]_tables[];
 extern const int kt4_prefix[[]]_table_count;
 extern const int *const kt4_prefix[[]]_table_instances[];
 extern const int *const kt4_prefix[[]]_table_runner_instances[];
+extern const float *const kt4_prefix[[]]_table_runner_us[];
 
 /* The family as the runtime's selection sees it. */
 static inline ktune_family kt4_prefix[[]]_family(void)
@@ -103,7 +104,8 @@ static inline ktune_family kt4_prefix[[]]_family(void)
                       kt4_prefix[[]]_table_instances,
                       kt4_prefix[[]]_library, kt4_prefix[[]]_library_count, kt4_prefix[[]]_defaults,
                       (int)(sizeof kt4_prefix[[]]_defaults / sizeof kt4_prefix[[]]_defaults[0]),
-                      kt4_prefix[[]]_valid, kt4_prefix[[]]_table_runner_instances};
+                      kt4_prefix[[]]_valid, kt4_prefix[[]]_table_runner_instances,
+                      kt4_prefix[[]]_table_runner_us};
     return f;
 }
 

@@ -7,10 +7,14 @@
  *   1. Table: the table whose device name and SM count match the current device; else the first
  *      table of the same compute capability; else no table.
  *   2. Exact key: binary search for the key (the family's key, in its header's order).
- *   3. Nearest key: among the table's rows with the same dtype whose configuration is valid for
- *      the requested key (its variant's constraints hold: a configuration never crosses its
- *      variant's limits), the one with the smallest sum over integer dimensions of
- *      |log2(requested) - log2(tuned)|; ties go to the first row in key order.
+ *   3. Nearest keys' vote: the 3 rows of the table nearest the requested key (distance: the sum
+ *      over integer dimensions of |log2(requested) - log2(tuned)|, plus 1 for each dtype that
+ *      differs) among those that measured a configuration compiled in and valid for it (its
+ *      variant's constraints hold: a configuration never crosses its variant's limits), a row's
+ *      measured configurations being its answer and its runner-ups. Each such configuration
+ *      scores the mean over the 3 rows, weighted 1 / (1 + distance), of log(its time there / the
+ *      row's answer's time), or log(1.35) where a row did not measure it; the lowest score wins,
+ *      ties to the configuration measured nearer.
  *   4. Default: the first configuration of the family's default list that is valid for the key.
  *
  * A key answered by step 3 or 4 prints a one-time warning on stderr naming it and the command that
@@ -133,10 +137,11 @@ ktune_status ktune_explain(const char *family, const char *key, const ktune_devi
 
 /* Online adaptation, off by default: KTUNE_ADAPT=1 in the environment, or ktune_adapt_enable(1),
  * turns it on for the process. A key launched 8 times or more is then timed on the caller's
- * stream with its candidates: the configuration the table answers it with and that row's
- * runner-ups of the sweep (up to 3, those valid for the key), each launched in turn between two
- * events that a later call reads (never a wait in the caller's path, nothing while the stream is
- * being captured into a graph); once each has 5 samples the key settles on the fastest median.
+ * stream with its candidates: the configuration the table answers it with and the answer and
+ * runner-ups of the row it comes from (up to 4 in all, those valid for the key), each launched in
+ * turn between two events that a later call reads (never a wait in the caller's path, nothing
+ * while the stream is being captured into a graph); once each has 5 samples the key settles on
+ * the fastest median.
  * Every candidate is a configuration the sweep checked, so results are as correct as the table's.
  * With adaptation off a launch costs the table lookup it always did. */
 void ktune_adapt_enable(int on);

@@ -7,9 +7,7 @@
 #include "families.h"
 #include "select.h"
 
-/* Parses "name=value ..." (spaces or commas between) into key; -1 when a name is unknown,
- * repeated or missing, or a value is not a dtype's name or a positive decimal integer. */
-static int key_parse(const ktune_family *f, const char *text, int64_t *key)
+int ktune__key_parse(const ktune_family *f, const char *text, int64_t *key)
 {
     char buf[512];
     int seen[KTUNE_MAX_KEY] = {0};
@@ -63,7 +61,7 @@ ktune_status ktune_explain(const char *family, const char *key, const ktune_devi
         return KTUNE_ERROR_INVALID_ARGUMENT;
     const ktune_family *f = ktune__family_find(family);
     int64_t k[KTUNE_MAX_KEY];
-    if (!f || key_parse(f, key, k))
+    if (!f || ktune__key_parse(f, key, k))
         return KTUNE_ERROR_INVALID_ARGUMENT;
     ktune_device described;
     const ktune_device *dev = &described;

@@ -93,6 +93,9 @@ typedef struct {
     /* for each table, KTUNE_ADAPT_RUNNER_UPS instance indices a row: its registry's first
      * runner-ups, the candidates of online adaptation (-1: none); NULL: no runner-ups */
     const int *const *table_runner_instances;
+    /* for each table, the sweep's times of those runner-ups, us (0: none); NULL: none (an
+     * untuned key's neighbours then vote with their answers alone) */
+    const float *const *table_runner_us;
 } ktune_family;
 
 /* The runner-ups a table row keeps for online adaptation (KTUNE_ADAPT). */

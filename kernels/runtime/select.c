@@ -1,4 +1,5 @@
-/* The selection policy of ktune/ktune.h: table, exact key, nearest valid key, default. */
+/* The selection policy of ktune/ktune.h: table, exact key, the nearest tuned keys' vote,
+ * default. */
 #define _POSIX_C_SOURCE 200809L
 #include "select.h"
 
@@ -206,6 +207,114 @@ static double key_distance(const ktune_family *f, const int64_t *a, const int64_
     return dist;
 }
 
+/* Step 3 of ktune/ktune.h, the vote of an untuned key's neighbours: the KTUNE_VOTE_ROWS nearest
+ * rows with a measured configuration valid for the key, each configuration scored by the mean
+ * over those rows, weighted 1 / (1 + distance), of log(its time / the row's answer's time), or
+ * KTUNE_VOTE_UNMEASURED where a row did not measure it. */
+#define KTUNE_VOTE_ROWS 3
+#define KTUNE_VOTE_UNMEASURED 0.3    /* as if 35% slower than the row's answer */
+#define KTUNE_VOTE_DTYPE_DISTANCE 1.0 /* a dtype apart: as far as one size twice another */
+#define KTUNE_VOTE_MEASURED (1 + KTUNE_ADAPT_RUNNER_UPS)
+
+typedef struct {
+    int row, n;
+    double dist, answer_us;
+    int instance[KTUNE_VOTE_MEASURED];
+    double us[KTUNE_VOTE_MEASURED];
+} vote_row;
+
+/* The distance of key_distance, a dtype apart counting KTUNE_VOTE_DTYPE_DISTANCE: a configuration
+ * measured on the same sizes in another type is evidence too (its validity for the key is
+ * checked all the same). */
+static double vote_distance(const ktune_family *f, const int64_t *a, const int64_t *b)
+{
+    double dist = 0;
+    for (int d = 0; d < f->nkey; d++) {
+        if (f->key_kinds[d] != KTUNE_DIM_INT) {
+            dist += a[d] != b[d] ? KTUNE_VOTE_DTYPE_DISTANCE : 0;
+            continue;
+        }
+        double x = (double)(a[d] > 0 ? a[d] : 1), y = (double)(b[d] > 0 ? b[d] : 1);
+        dist += fabs(log2(x) - log2(y));
+    }
+    return dist;
+}
+
+/* Row r's measured configurations (its answer and runner-ups) compiled in and valid for key. */
+static void vote_row_fill(const ktune_family *f, int ti, int r, const int64_t *key,
+                          const ktune_device *dev, vote_row *v)
+{
+    const int *runners = f->table_runner_instances ? f->table_runner_instances[ti] : NULL;
+    const float *runner_us = f->table_runner_us ? f->table_runner_us[ti] : NULL;
+    v->row = r;
+    v->n = 0;
+    v->answer_us = f->tables[ti]->rows[r].us; /* valid for the key or not */
+    for (int j = -1; j < KTUNE_ADAPT_RUNNER_UPS; j++) {
+        const int at = r * KTUNE_ADAPT_RUNNER_UPS + j;
+        const int i = j < 0 ? f->table_instances[ti][r] : runners && runner_us ? runners[at] : -1;
+        const double us = j < 0 ? v->answer_us : i >= 0 ? runner_us[at] : 0;
+        if (i < 0 || !(us > 0) || !instance_valid(f, i, key, dev))
+            continue;
+        v->instance[v->n] = i;
+        v->us[v->n++] = us;
+    }
+}
+
+/* The instance the neighbours vote for, -1 where no row of table ti measured a configuration
+ * valid for key; *row is the nearest row that measured it. */
+static int vote_answer(const ktune_family *f, int ti, const int64_t *key, const ktune_device *dev,
+                       int *row, double *score)
+{
+    const ktune_table *t = f->tables[ti];
+    vote_row near[KTUNE_VOTE_ROWS];
+    int nnear = 0;
+    for (int r = 0; r < t->nrows; r++) {
+        const double d = vote_distance(f, key, t->rows[r].key);
+        if (!isfinite(d) || (nnear == KTUNE_VOTE_ROWS && d >= near[nnear - 1].dist))
+            continue;
+        vote_row v;
+        vote_row_fill(f, ti, r, key, dev, &v);
+        if (v.n == 0)
+            continue;
+        v.dist = d;
+        int at = nnear < KTUNE_VOTE_ROWS ? nnear++ : nnear - 1; /* kept sorted by distance */
+        while (at > 0 && near[at - 1].dist > d) {
+            near[at] = near[at - 1];
+            at--;
+        }
+        near[at] = v;
+    }
+    int best = -1;
+    double best_score = INFINITY;
+    for (int a = 0; a < nnear; a++) /* candidates in order of their nearest measurement */
+        for (int c = 0; c < near[a].n; c++) {
+            const int i = near[a].instance[c];
+            int seen = 0;
+            for (int b = 0; b < a && !seen; b++)
+                for (int e = 0; e < near[b].n && !seen; e++)
+                    seen = near[b].instance[e] == i;
+            if (seen)
+                continue;
+            double sum = 0, weights = 0;
+            for (int b = 0; b < nnear; b++) {
+                double vote = KTUNE_VOTE_UNMEASURED;
+                for (int e = 0; e < near[b].n; e++)
+                    if (near[b].instance[e] == i)
+                        vote = log(near[b].us[e] / near[b].answer_us);
+                const double w = 1 / (1 + near[b].dist);
+                sum += w * vote;
+                weights += w;
+            }
+            if (sum / weights < best_score) { /* ties: the nearer measurement */
+                best_score = sum / weights;
+                best = i;
+                *row = near[a].row;
+            }
+        }
+    *score = best_score;
+    return best;
+}
+
 /* The row of table t whose config answers key: the exact key's where its config is compiled in
  * and valid, else the nearest key's (log distance) whose config is; -1 where none. *exact says
  * which. */
@@ -236,9 +345,23 @@ static int answering_row(const ktune_family *f, int ti, const int64_t *key, cons
 int ktune__select_row(const ktune_family *f, const int64_t *key, const ktune_device *dev,
                       int *table)
 {
-    int exact;
+    int exact, row = -1;
+    double score;
     *table = table_for(f, dev);
-    return *table >= 0 ? answering_row(f, *table, key, dev, &exact) : -1;
+    if (*table < 0)
+        return -1;
+    const int answer = answering_row(f, *table, key, dev, &exact);
+    if (answer >= 0 && exact)
+        return answer;
+    return vote_answer(f, *table, key, dev, &row, &score) >= 0 ? row : -1;
+}
+
+int ktune__select_nearest(const ktune_family *f, const int64_t *key, const ktune_device *dev)
+{
+    int exact;
+    const int ti = table_for(f, dev);
+    const int row = ti >= 0 ? answering_row(f, ti, key, dev, &exact) : -1;
+    return row >= 0 ? f->table_instances[ti][row] : -1;
 }
 
 /* Returns 1 the first time a key is seen (and remembers it). Called with the lock held. */
@@ -311,15 +434,20 @@ static ktune_status select_locked(const ktune_family *f, const int64_t *key,
                      f->name, keytext, t->device, t->rows[best].us, t->rows[best].default_us);
             return KTUNE_OK;
         }
-        if (best >= 0) {
+        int row;
+        double score;
+        const int voted = vote_answer(f, ti, key, dev, &row, &score);
+        if (voted >= 0) {
             char neartext[160];
-            ktune__key_format(f, t->rows[best].key, neartext, sizeof neartext);
-            *instance = idx[best];
+            ktune__key_format(f, t->rows[row].key, neartext, sizeof neartext);
+            *instance = voted;
             c->reason = KTUNE_REASON_NEAREST;
-            c->tuned_us = t->rows[best].us;
-            c->config = f->instances[idx[best]].name;
-            snprintf(c->why, sizeof c->why, "%s %s: untuned; nearest tuned key on %.120s is %s",
-                     f->name, keytext, t->device, neartext);
+            c->tuned_us = t->rows[row].us;
+            c->config = f->instances[voted].name;
+            snprintf(c->why, sizeof c->why,
+                     "%s %s: untuned; the nearest tuned keys on %.120s vote for it (%.0f%% slower "
+                     "than their answers on average; measured at %s)",
+                     f->name, keytext, t->device, 100 * (exp(score) - 1), neartext);
             return KTUNE_OK;
         }
     }

@@ -17,13 +17,23 @@ extern "C" {
 ktune_status ktune__select(const ktune_family *family, const int64_t *key, const ktune_device *device,
                           int *instance, ktune_choice *choice);
 
-/* The table row whose config ktune__select answers key with (the exact key's, else the nearest
- * valid one's), its table's index in *table; -1 where no row answers (a default does). */
+/* The table row whose measurement ktune__select answers key from (the exact key's, else the row
+ * of the cost model's prediction, or the nearest valid one's), its table's index in *table; -1
+ * where no row answers (a default does). */
 int ktune__select_row(const ktune_family *family, const int64_t *key, const ktune_device *device,
                       int *table);
 
+/* The instance the nearest valid row's answer is for key (the rule of a family without a cost
+ * model), or -1: the yardstick of the cost model in `ktune bench`. */
+int ktune__select_nearest(const ktune_family *family, const int64_t *key,
+                          const ktune_device *device);
+
 /* Index of the instance named name, or -1. */
 int ktune__instance_find(const ktune_family *family, const char *name);
+
+/* Parses "name=value ..." (spaces or commas between) into key; -1 when a name is unknown,
+ * repeated or missing, or a value is not a dtype's name or a positive decimal integer. */
+int ktune__key_parse(const ktune_family *family, const char *text, int64_t *key);
 
 /* Writes "dtype=f16 rows=4 cols=100" into buf. */
 void ktune__key_format(const ktune_family *family, const int64_t *key, char *buf, size_t size);

@@ -1,5 +1,6 @@
-/* libFuzzer target: arbitrary bytes as an untuned-keys file (--untuned) and as the text of --key,
- * against the shipped spaces. Every key read back must have each dimension in range. */
+/* libFuzzer target: arbitrary bytes as an untuned-keys file (--untuned), as a list of keys
+ * (--shapes) and as the text of --key, against the shipped spaces. Every key read back must have
+ * each dimension in range. */
 #include "keys.h"
 
 #include "fuzz_common.h"
@@ -26,6 +27,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ktune_err err;
         if (ktune_keys_read_untuned(&spaces[i], path, key_in_range, &spaces[i], &err) != 0 &&
             strncmp(err.msg, path, strlen(path)) != 0 && strncmp(err.msg, "--untuned ", 10) != 0)
+            abort(); /* an error names the file */
+        if (ktune_keys_read_shapes(&spaces[i], path, key_in_range, &spaces[i], &err) != 0 &&
+            strncmp(err.msg, path, strlen(path)) != 0 && strncmp(err.msg, "--shapes ", 9) != 0)
             abort(); /* an error names the file */
         if (ktune_keys_parse(&spaces[i], text, key_in_range, &spaces[i], &err) != 0 &&
             strncmp(err.msg, "--key", 5) != 0)

@@ -1,5 +1,5 @@
 /* The selection policy on synthetic tables: table choice, exact, nearest without crossing a
- * variant's limit, default order, KTUNE_FORCE, the untuned-keys file. */
+ * variant's limit, the nearest keys' vote, default order, KTUNE_FORCE, the untuned-keys file. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +37,45 @@ static const int instances_a[] = {1, 0, -1, 2}, instances_b[] = {2};
 static const int *const table_instances[] = {instances_a, instances_b};
 static const char *const defaults[] = {"v_tile1", "w_any"};
 static const ktune_family fam = {"fam", 2, key_names, key_kinds, tables, 2, table_instances,
-                                 instances, 3, defaults, 2, valid, NULL};
+                                 instances, 3, defaults, 2, valid, NULL, NULL};
+
+/* A family whose rows carry runner-ups: the neighbours' vote. a wins at n = 100 by 10%; b wins at
+ * n = 200 and 400 by 30%. */
+static const ktune_instance voters[] = {{"a", 0, {1}, NULL}, {"b", 0, {2}, NULL}};
+static const ktune_row voter_rows[] = {
+    {{KTUNE_F16, 100}, "a", 10.0f, 10.0f},
+    {{KTUNE_F16, 200}, "b", 10.0f, 13.0f},
+    {{KTUNE_F16, 400}, "b", 20.0f, 26.0f},
+};
+static const ktune_table voter_table = {"Dev A", 100, 90, voter_rows, 3};
+static const ktune_table *const voter_tables[] = {&voter_table};
+static const int voter_instances[] = {0, 1, 1};
+static const int *const voter_table_instances[] = {voter_instances};
+static const int voter_runners[] = {1, -1, -1, 0, -1, -1, 0, -1, -1};
+static const float voter_runner_us[] = {11.0f, 0, 0, 13.0f, 0, 0, 26.0f, 0, 0};
+static const int *const voter_runner_instances[] = {voter_runners};
+static const float *const voter_runner_times[] = {voter_runner_us};
+static const char *const voter_defaults[] = {"a"};
+static int voter_valid(int variant, const int64_t *p, const int64_t *k, const ktune_device *d)
+{
+    (void)variant, (void)d;
+    return p[0] == 1 || k[1] < 100000; /* b stops at 100000 */
+}
+static const ktune_family voting = {"voting", 2, key_names, key_kinds, voter_tables, 1,
+                                    voter_table_instances, voters, 2, voter_defaults, 1,
+                                    voter_valid, voter_runner_instances, voter_runner_times};
+
+static const char *pick_voted(const ktune_device *d, int64_t n, ktune_reason *reason)
+{
+    const int64_t key[KTUNE_MAX_KEY] = {KTUNE_F16, n};
+    ktune_choice c;
+    int i = -1;
+    const ktune_status st = ktune__select(&voting, key, d, &i, &c);
+    *reason = c.reason;
+    printf("voting n=%-6lld -> %-3s %s\n", (long long)n, st == KTUNE_OK ? voters[i].name : "error",
+           c.why);
+    return st == KTUNE_OK ? voters[i].name : "";
+}
 
 static const char *pick(const ktune_device *d, int64_t dtype, int64_t n, ktune_reason *reason,
                         ktune_status *status)
@@ -88,12 +126,12 @@ int main(void)
     CHECK(strcmp(pick(&a, KTUNE_F16, 700, &r, &st), "v_tile1") == 0 && r == KTUNE_REASON_NEAREST);
     /* 1500 is nearest 1000, but v_tile1 stops at 1000: the next nearest valid row, 64's v_tile2 */
     CHECK(strcmp(pick(&a, KTUNE_F16, 1500, &r, &st), "v_tile2") == 0 && r == KTUNE_REASON_NEAREST);
-    /* 5000: no row's config holds it: defaults in order, v_tile1 is out, w_any */
-    CHECK(strcmp(pick(&a, KTUNE_F16, 5000, &r, &st), "w_any") == 0 && r == KTUNE_REASON_DEFAULT);
-    /* a row of 4096 whose config is not compiled in does not count */
-    CHECK(strcmp(pick(&a, KTUNE_F16, 4096, &r, &st), "w_any") == 0 && r == KTUNE_REASON_DEFAULT);
-    /* dtypes never mix: f32 has no rows */
-    CHECK(strcmp(pick(&a, KTUNE_F32, 64, &r, &st), "v_tile1") == 0 && r == KTUNE_REASON_DEFAULT);
+    /* 5000: no f16 row's config holds it; bf16 64's w_any does, a dtype apart */
+    CHECK(strcmp(pick(&a, KTUNE_F16, 5000, &r, &st), "w_any") == 0 && r == KTUNE_REASON_NEAREST);
+    /* a row of 4096 whose config is not compiled in does not count: bf16 64's w_any again */
+    CHECK(strcmp(pick(&a, KTUNE_F16, 4096, &r, &st), "w_any") == 0 && r == KTUNE_REASON_NEAREST);
+    /* f32 has no rows: f16 64's v_tile2 and bf16 64's w_any, a dtype apart, tie; the first */
+    CHECK(strcmp(pick(&a, KTUNE_F32, 64, &r, &st), "v_tile2") == 0 && r == KTUNE_REASON_NEAREST);
     /* no table for cc 70: defaults in order */
     CHECK(strcmp(pick(&none, KTUNE_F16, 50, &r, &st), "v_tile1") == 0 && r == KTUNE_REASON_DEFAULT);
     CHECK(strcmp(pick(&none, KTUNE_F16, 5000, &r, &st), "w_any") == 0 && r == KTUNE_REASON_DEFAULT);
@@ -136,6 +174,47 @@ int main(void)
                   strcmp(instances[li].name, launches[l].config) == 0);
         }
     CHECK(lines_in(untuned) == 7 + 3); /* 1500 and 5000 on Dev A, 50 on Dev D: once each */
+
+    /* without the bf16 row no row's config holds 5000: defaults in order, v_tile1 is out */
+    static const ktune_table table_f16 = {"Dev A", 100, 90, rows_a, 3};
+    static const ktune_table *const tables_f16[] = {&table_f16};
+    ktune_family f16_only = fam;
+    f16_only.tables = tables_f16;
+    f16_only.ntables = 1;
+    const int64_t k5000[KTUNE_MAX_KEY] = {KTUNE_F16, 5000};
+    ktune_choice dc;
+    int di = -1;
+    CHECK(ktune__select(&f16_only, k5000, &a, &di, &dc) == KTUNE_OK && di == 2 &&
+          dc.reason == KTUNE_REASON_DEFAULT);
+
+    /* the vote: n = 120 is nearest 100, where a won by 10%; 200 and 400, near too, measured b
+     * 30% ahead: b scores (0.79 log 1.1) / 1.73 = 0.04 against a's (0.57 + 0.37) log 1.3 / 1.73
+     * = 0.14, weights 1 / (1 + distance) */
+    ktune__select_reset();
+    CHECK(strcmp(pick_voted(&a, 100, &r), "a") == 0 && r == KTUNE_REASON_EXACT);
+    CHECK(strcmp(pick_voted(&a, 120, &r), "b") == 0 && r == KTUNE_REASON_NEAREST);
+    const int64_t k120[KTUNE_MAX_KEY] = {KTUNE_F16, 120};
+    CHECK(ktune__select_nearest(&voting, k120, &a) == 0); /* the nearest row alone: a */
+    /* the row the answer is measured nearest at (adaptation's candidates): 100's runner-up b */
+    int table = -1;
+    CHECK(ktune__select_row(&voting, k120, &a, &table) == 0 && table == 0);
+    /* 300: between 200 and 400, where b won: b */
+    CHECK(strcmp(pick_voted(&a, 300, &r), "b") == 0 && r == KTUNE_REASON_NEAREST);
+    /* 200000: b is invalid there; only a is measured valid: a */
+    CHECK(strcmp(pick_voted(&a, 200000, &r), "a") == 0 && r == KTUNE_REASON_NEAREST);
+    /* without runner-up times the rows' answers alone vote: at 120, 100's a against 200's and
+     * 400's b: a scores (0.58 + 0.37) * 0.3 / 1.73 = 0.16, b 0.79 * 0.3 / 1.73 = 0.14: b */
+    ktune_family answers_only = voting;
+    answers_only.table_runner_us = NULL;
+    ktune__select_reset();
+    int vi = -1;
+    CHECK(ktune__select(&answers_only, k120, &a, &vi, NULL) == KTUNE_OK && vi == 1);
+    /* the launch path answers the vote, and again from memory */
+    ktune__select_reset();
+    for (int round = 0; round < 2; round++) {
+        int li = -1;
+        CHECK(ktune__select(&voting, k120, &a, &li, NULL) == KTUNE_OK && li == 1);
+    }
 
     /* nothing valid at all */
     static const char *const only_v[] = {"v_tile1"};
