@@ -31,8 +31,9 @@ int main(int argc, char **argv)
           per_variant[3] == 108 && per_variant[4] == 12 && per_variant[5] == 30);
     CHECK(s.nconfigs == 334);
     /* cols 32..131072 (13 values) x rows {1, 32, 1024, 8192, 65536} with rows*cols <= 2^27,
-     * x 3 dtypes: (13 + 13 + 13 + 10 + 7) x 3 */
-    CHECK(s.nshapes == 168);
+     * x 3 dtypes: (13 + 13 + 13 + 10 + 7) x 3; then 6 vocabulary widths x rows {1, 32, 1024}
+     * under the same cap (1024 rows: the 3 widths up to 128256): (6 + 6 + 3) x 3 */
+    CHECK(s.nshapes == 168 + 45);
     CHECK(s.ndefaults == 2 && strcmp(s.configs[s.defaults[0]].name, "vec_vec1_iters32_warps4") == 0);
     CHECK(strcmp(s.configs[s.defaults[1]].name, "online_threads256_vec1_unroll1_per_sm0") == 0);
     for (int i = 1; i < s.nconfigs; i++)
