@@ -7,14 +7,14 @@
  *   1. Table: the table whose device name and SM count match the current device; else the first
  *      table of the same compute capability; else no table.
  *   2. Exact key: binary search for the key (the family's key, in its header's order).
- *   3. Nearest keys' vote: the 3 rows of the table nearest the requested key (distance: the sum
+ *   3. Nearest keys' vote: the 8 rows of the table nearest the requested key (distance: the sum
  *      over integer dimensions of |log2(requested) - log2(tuned)|, plus 1 for each dtype that
- *      differs) among those that measured a configuration compiled in and valid for it (its
- *      variant's constraints hold: a configuration never crosses its variant's limits), a row's
- *      measured configurations being its answer and its runner-ups. Each such configuration
- *      scores the mean over the 3 rows, weighted 1 / (1 + distance), of log(its time there / the
- *      row's answer's time), or log(1.35) where a row did not measure it; the lowest score wins,
- *      ties to the configuration measured nearer.
+ *      differs) among those whose configuration is compiled in and valid for it (its variant's
+ *      constraints hold: a configuration never crosses its variant's limits). Each configuration
+ *      they measured (their answers and runner-ups) that is valid for the key scores the mean
+ *      over the 8 rows, weighted 1 / (1 + distance), of log(its time there / the row's answer's
+ *      time), or log(1.35) where a row did not measure it; the lowest score wins, ties to the
+ *      configuration measured nearer.
  *   4. Default: the first configuration of the family's default list that is valid for the key.
  *
  * A key answered by step 3 or 4 prints a one-time warning on stderr naming it and the command that

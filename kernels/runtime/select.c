@@ -208,10 +208,10 @@ static double key_distance(const ktune_family *f, const int64_t *a, const int64_
 }
 
 /* Step 3 of ktune/ktune.h, the vote of an untuned key's neighbours: the KTUNE_VOTE_ROWS nearest
- * rows with a measured configuration valid for the key, each configuration scored by the mean
- * over those rows, weighted 1 / (1 + distance), of log(its time / the row's answer's time), or
- * KTUNE_VOTE_UNMEASURED where a row did not measure it. */
-#define KTUNE_VOTE_ROWS 3
+ * rows whose answer is compiled in and valid for the key, each configuration they measured that
+ * is valid for it scored by the mean over those rows, weighted 1 / (1 + distance), of log(its
+ * time / the row's answer's time), or KTUNE_VOTE_UNMEASURED where a row did not measure it. */
+#define KTUNE_VOTE_ROWS 8
 #define KTUNE_VOTE_UNMEASURED 0.3    /* as if 35% slower than the row's answer */
 #define KTUNE_VOTE_DTYPE_DISTANCE 1.0 /* a dtype apart: as far as one size twice another */
 #define KTUNE_VOTE_MEASURED (1 + KTUNE_ADAPT_RUNNER_UPS)
@@ -240,7 +240,9 @@ static double vote_distance(const ktune_family *f, const int64_t *a, const int64
     return dist;
 }
 
-/* Row r's measured configurations (its answer and runner-ups) compiled in and valid for key. */
+/* Row r's measured configurations (its answer and runner-ups) compiled in and valid for key;
+ * none where its answer is not (a row whose answer cannot serve the key is another regime: its
+ * runner-ups of other variants would vote from it as if they were good there). */
 static void vote_row_fill(const ktune_family *f, int ti, int r, const int64_t *key,
                           const ktune_device *dev, vote_row *v)
 {
@@ -253,15 +255,18 @@ static void vote_row_fill(const ktune_family *f, int ti, int r, const int64_t *k
         const int at = r * KTUNE_ADAPT_RUNNER_UPS + j;
         const int i = j < 0 ? f->table_instances[ti][r] : runners && runner_us ? runners[at] : -1;
         const double us = j < 0 ? v->answer_us : i >= 0 ? runner_us[at] : 0;
-        if (i < 0 || !(us > 0) || !instance_valid(f, i, key, dev))
+        if (i < 0 || !(us > 0) || !instance_valid(f, i, key, dev)) {
+            if (j < 0)
+                return;
             continue;
+        }
         v->instance[v->n] = i;
         v->us[v->n++] = us;
     }
 }
 
-/* The instance the neighbours vote for, -1 where no row of table ti measured a configuration
- * valid for key; *row is the nearest row that measured it. */
+/* The instance the neighbours vote for, -1 where no row of table ti has an answer valid for key;
+ * *row is the nearest row that measured it. */
 static int vote_answer(const ktune_family *f, int ti, const int64_t *key, const ktune_device *dev,
                        int *row, double *score)
 {

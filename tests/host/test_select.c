@@ -200,7 +200,7 @@ int main(void)
     CHECK(ktune__select_row(&voting, k120, &a, &table) == 0 && table == 0);
     /* 300: between 200 and 400, where b won: b */
     CHECK(strcmp(pick_voted(&a, 300, &r), "b") == 0 && r == KTUNE_REASON_NEAREST);
-    /* 200000: b is invalid there; only a is measured valid: a */
+    /* 200000: b is invalid there, so 200 and 400, whose answer it is, do not vote: 100's a */
     CHECK(strcmp(pick_voted(&a, 200000, &r), "a") == 0 && r == KTUNE_REASON_NEAREST);
     /* without runner-up times the rows' answers alone vote: at 120, 100's a against 200's and
      * 400's b: a scores (0.58 + 0.37) * 0.3 / 1.73 = 0.16, b 0.79 * 0.3 / 1.73 = 0.14: b */
