@@ -21,21 +21,34 @@ static double now_ns(void)
     return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
 
+/* The family named and the device described (spec with a name) or current: 0, or the exit code
+ * after saying why. The device outlives the calls (the launch path keeps its pointer). */
+static int family_device(const char *name, const ktune_device_spec *spec, const ktune_family **f,
+                         const ktune_device **dev)
+{
+    static ktune_device described;
+    *f = ktune__family_find(name);
+    *dev = &described;
+    const ktune_status st = !*f                ? KTUNE_ERROR_INVALID_ARGUMENT
+                            : spec && spec->name ? ktune__device_from_spec(spec, &described)
+                                                 : ktune__device_current(dev);
+    if (st != KTUNE_OK) {
+        fprintf(stderr, "ktune-explain: %s: %s\n", name, ktune_status_string(st));
+        return st == KTUNE_ERROR_CUDA ? 4 : 1;
+    }
+    return 0;
+}
+
 /* The host cost of a selection, for the keys of every table of the family: on the launch path
  * (ktune__select without a choice, as ktune_<family>() calls it, after each key's first call) and
  * explained (with its choice and text). */
 static int selection_cost(const char *name, const ktune_device_spec *spec)
 {
-    const ktune_family *f = ktune__family_find(name);
-    static ktune_device described;
-    const ktune_device *dev = &described;
-    ktune_status st = !f                 ? KTUNE_ERROR_INVALID_ARGUMENT
-                      : spec && spec->name ? ktune__device_from_spec(spec, &described)
-                                           : ktune__device_current(&dev);
-    if (st != KTUNE_OK) {
-        fprintf(stderr, "ktune-explain: %s: %s\n", name, ktune_status_string(st));
-        return st == KTUNE_ERROR_CUDA ? 4 : 1;
-    }
+    const ktune_family *f;
+    const ktune_device *dev;
+    const int found = family_device(name, spec, &f, &dev);
+    if (found)
+        return found;
     setenv("KTUNE_LOG", "quiet", 1); /* keys of other devices' tables are untuned here */
     ktune__select_reset();
     int nkeys = 0;
@@ -91,19 +104,15 @@ static int selection_cost(const char *name, const ktune_device_spec *spec)
 
 /* The library's choice for each key of a file (a key a line, as KEY), a line each on stdout:
  * "<config> <reason> <nearest>", nearest being the nearest valid row's answer ("-": none), the
- * rule the cost model replaces. `ktune bench` reads it. */
+ * rule the nearest keys' vote replaced. `ktune bench` reads it. */
 static int choices(const char *name, const char *path, const ktune_device_spec *spec)
 {
-    const ktune_family *f = ktune__family_find(name);
-    static ktune_device described;
-    const ktune_device *dev = &described;
-    ktune_status st = !f                 ? KTUNE_ERROR_INVALID_ARGUMENT
-                      : spec && spec->name ? ktune__device_from_spec(spec, &described)
-                                           : ktune__device_current(&dev);
-    if (st != KTUNE_OK) {
-        fprintf(stderr, "ktune-explain: %s: %s\n", name, ktune_status_string(st));
-        return st == KTUNE_ERROR_CUDA ? 4 : 1;
-    }
+    const ktune_family *f;
+    const ktune_device *dev;
+    const int found = family_device(name, spec, &f, &dev);
+    if (found)
+        return found;
+    ktune_status st;
     FILE *in = fopen(path, "r");
     if (!in) {
         fprintf(stderr, "ktune-explain: --keys %s: cannot read it\n", path);

@@ -1171,7 +1171,8 @@ static int library_choices(void *ctx, const ktune_hello *dev, int n, const ktune
     const ktune_space *s = ctx;
     char path[] = "/tmp/ktune-keys-XXXXXX", program[4096];
     char sms[24], cc[24], threads[24], smem[24], l2[24];
-    int rc = -1, got = 0, pipefd[2] = {-1, -1};
+    ktune_buf text = {0};
+    int rc = -1, got = 0, bad = 0, status;
     const int fd = mkstemp(path);
     if (fd < 0)
         return ktune_fail(err, "bench: cannot create a temporary file: %s", strerror(errno));
@@ -1191,70 +1192,42 @@ static int library_choices(void *ctx, const ktune_hello *dev, int n, const ktune
     snprintf(threads, sizeof threads, "%d", dev->max_threads);
     snprintf(smem, sizeof smem, "%lld", (long long)dev->smem_per_block);
     snprintf(l2, sizeof l2, "%lld", (long long)dev->l2_bytes);
-    char *args[] = {program, (char *)s->family, "--keys", path, "--device", (char *)dev->name,
-                    "--sms", sms, "--cc", cc, "--max-threads", threads, "--smem-per-block", smem,
-                    "--l2-bytes", l2, NULL};
-    if (pipe(pipefd) != 0) {
-        ktune_fail(err, "bench: pipe: %s", strerror(errno));
+    char *const args[] = {program, (char *)s->family, "--keys", path, "--device",
+                          (char *)dev->name, "--sms", sms, "--cc", cc, "--max-threads", threads,
+                          "--smem-per-block", smem, "--l2-bytes", l2, NULL};
+    if (ktune_run_capture(args, &text, &status, err))
         goto done;
-    }
-    fflush(NULL);
-    const pid_t pid = fork();
-    if (pid < 0) {
-        ktune_fail(err, "bench: fork: %s", strerror(errno));
-        goto done;
-    }
-    if (pid == 0) {
-        dup2(pipefd[1], 1);
-        close(pipefd[0]);
-        close(pipefd[1]);
-        execv(program, args);
-        fprintf(stderr, "ktune: cannot run %s: %s\n", program, strerror(errno));
-        _exit(127);
-    }
-    close(pipefd[1]);
-    pipefd[1] = -1;
-    FILE *in = fdopen(pipefd[0], "r");
-    char line[512];
-    int bad = 0; /* a line beyond the keys, or one that is not a choice */
-    while (in && fgets(line, sizeof line, in)) {
+    /* a line a key: "<config> <reason> <nearest>" */
+    for (char *line = text.data, *next; line && *line && !bad; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
         char config[512], reason[512], nearest[512];
-        if (!bad && got < n && sscanf(line, "%511s %511s %511s", config, reason, nearest) == 3 &&
-            ktune_is_identifier(config, sizeof out[got].config - 1) &&
-            ktune_is_identifier(reason, sizeof out[got].reason - 1) &&
-            (strcmp(nearest, "-") == 0 ||
-             ktune_is_identifier(nearest, sizeof out[got].nearest - 1))) {
-            /* each checked to fit above */
-            snprintf(out[got].config, sizeof out[got].config, "%.*s",
-                     (int)sizeof out[got].config - 1, config);
-            snprintf(out[got].reason, sizeof out[got].reason, "%.*s",
-                     (int)sizeof out[got].reason - 1, reason);
-            snprintf(out[got].nearest, sizeof out[got].nearest, "%.*s",
-                     (int)sizeof out[got].nearest - 1, strcmp(nearest, "-") == 0 ? "" : nearest);
-            got++;
-        } else {
-            bad = 1;
-        }
+        bad = got == n || strlen(line) >= sizeof config ||
+              sscanf(line, "%511s %511s %511s", config, reason, nearest) != 3 ||
+              !ktune_is_identifier(config, sizeof out[got].config - 1) ||
+              !ktune_is_identifier(reason, sizeof out[got].reason - 1) ||
+              (strcmp(nearest, "-") != 0 &&
+               !ktune_is_identifier(nearest, sizeof out[got].nearest - 1));
+        if (bad)
+            break;
+        /* each checked to fit above */
+        snprintf(out[got].config, sizeof out[got].config, "%.*s",
+                 (int)sizeof out[got].config - 1, config);
+        snprintf(out[got].reason, sizeof out[got].reason, "%.*s",
+                 (int)sizeof out[got].reason - 1, reason);
+        snprintf(out[got].nearest, sizeof out[got].nearest, "%.*s",
+                 (int)sizeof out[got].nearest - 1, strcmp(nearest, "-") == 0 ? "" : nearest);
+        got++;
     }
-    if (in)
-        fclose(in);
-    else
-        close(pipefd[0]);
-    pipefd[0] = -1;
-    int status;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || bad || got != n) {
+    if (status != 0 || bad || got != n) {
         ktune_fail(err, "bench: %s %s --keys failed (status %d, %d of %d choices%s)", program,
-                   s->family, WIFEXITED(status) ? WEXITSTATUS(status) : -1, got, n,
-                   bad ? ", a line that is not one" : "");
+                   s->family, status, got, n, bad ? ", a line that is not one" : "");
         goto done;
     }
     rc = 0;
 done:
-    if (pipefd[0] >= 0)
-        close(pipefd[0]);
-    if (pipefd[1] >= 0)
-        close(pipefd[1]);
+    ktune_buf_free(&text);
     unlink(path);
     return rc;
 }

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <unistd.h>
 
 void ktune_buf_printf(ktune_buf *b, const char *fmt, ...)
@@ -264,4 +266,38 @@ double ktune_now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int ktune_run_capture(char *const argv[], ktune_buf *out, int *status, ktune_err *err)
+{
+    int pipefd[2];
+    if (pipe(pipefd) != 0)
+        return ktune_fail(err, "pipe: %s", strerror(errno));
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        close(pipefd[0]);
+        close(pipefd[1]);
+        return ktune_fail(err, "fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        dup2(pipefd[1], 1);
+        close(pipefd[0]);
+        close(pipefd[1]);
+        execvp(argv[0], argv);
+        fprintf(stderr, "ktune: cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(pipefd[1]);
+    char chunk[65536];
+    ssize_t n;
+    while ((n = read(pipefd[0], chunk, sizeof chunk)) > 0 || (n < 0 && errno == EINTR))
+        if (n > 0)
+            ktune_buf_printf(out, "%.*s", (int)n, chunk);
+    close(pipefd[0]);
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return 0;
 }

@@ -47,6 +47,11 @@ int ktune_parse_int(const char *s, int64_t *out);
 /* A finite decimal number: -?digits[.digits][e[+-]digits]; no hex, inf or nan. */
 int ktune_parse_double(const char *s, double *out);
 
+/* Runs argv (argv[0] found on PATH unless it holds a slash; no shell) and appends what it writes
+ * on stdout to out; *status is its exit code, -1 when a signal ended it. 0 once it ran, -1 (err
+ * set) when it could not be started. */
+int ktune_run_capture(char *const argv[], ktune_buf *out, int *status, ktune_err *err);
+
 /* Seconds on CLOCK_MONOTONIC. */
 double ktune_now_s(void);
 

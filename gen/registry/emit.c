@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 /* Runs m4 -P over the definitions and a template; the output goes to out. */
@@ -19,49 +18,22 @@ static int m4_run(const ktune_emit_tools *tools, const ktune_buf *defs, const ch
     int fd = mkstemp(defs_path);
     if (fd < 0)
         return ktune_fail(err, "cannot create a temporary file: %s", strerror(errno));
-    int rc = -1, pipefd[2] = {-1, -1};
+    int rc = -1, status;
     FILE *f = fdopen(fd, "w");
     if (!f || fwrite(defs->data, 1, defs->len, f) != defs->len || fclose(f) != 0) {
         ktune_fail(err, "%s: write failed", defs_path);
         goto cleanup;
     }
-    if (pipe(pipefd) != 0) {
-        ktune_fail(err, "pipe: %s", strerror(errno));
+    char *const argv[] = {(char *)tools->m4, "-P", "--fatal-warnings", defs_path, template_path,
+                          NULL};
+    if (ktune_run_capture(argv, out, &status, err))
         goto cleanup;
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
-        ktune_fail(err, "fork: %s", strerror(errno));
-        goto cleanup;
-    }
-    if (pid == 0) {
-        dup2(pipefd[1], 1);
-        close(pipefd[0]);
-        close(pipefd[1]);
-        execlp(tools->m4, tools->m4, "-P", "--fatal-warnings", defs_path, template_path,
-               (char *)NULL);
-        fprintf(stderr, "ktune: cannot run %s: %s\n", tools->m4, strerror(errno));
-        _exit(127);
-    }
-    close(pipefd[1]);
-    pipefd[1] = -1;
-    char chunk[65536];
-    ssize_t n;
-    while ((n = read(pipefd[0], chunk, sizeof chunk)) > 0)
-        ktune_buf_printf(out, "%.*s", (int)n, chunk);
-    int status;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        ktune_fail(err, "%s: m4 failed on %s (status %d)", tools->m4, template_path,
-                   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    if (status != 0) {
+        ktune_fail(err, "%s: m4 failed on %s (status %d)", tools->m4, template_path, status);
         goto cleanup;
     }
     rc = 0;
 cleanup:
-    if (pipefd[0] >= 0)
-        close(pipefd[0]);
-    if (pipefd[1] >= 0)
-        close(pipefd[1]);
     unlink(defs_path);
     return rc;
 }

@@ -8,8 +8,8 @@
 #include "registry.h"
 #include "worker_client.h"
 
-/* The library's choice for a key on the bench's device, and the config the nearest valid row
- * answers ("" where none): the rule the cost model replaced, the model's yardstick. */
+/* The library's choice for a key on the bench's device, its reason, and the config the nearest
+ * valid row answers ("" where none): the rule the nearest keys' vote replaced, its yardstick. */
 typedef struct {
     char config[KTUNE_CONFIG_NAME_MAX], reason[16], nearest[KTUNE_CONFIG_NAME_MAX];
 } ktune_bench_choice;

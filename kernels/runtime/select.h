@@ -17,14 +17,14 @@ extern "C" {
 ktune_status ktune__select(const ktune_family *family, const int64_t *key, const ktune_device *device,
                           int *instance, ktune_choice *choice);
 
-/* The table row whose measurement ktune__select answers key from (the exact key's, else the row
- * of the cost model's prediction, or the nearest valid one's), its table's index in *table; -1
- * where no row answers (a default does). */
+/* The table row whose measurement ktune__select answers key from (the exact key's, else the
+ * nearest row that measured the configuration the nearest keys vote for), its table's index in
+ * *table; -1 where no row answers (a default does). */
 int ktune__select_row(const ktune_family *family, const int64_t *key, const ktune_device *device,
                       int *table);
 
-/* The instance the nearest valid row's answer is for key (the rule of a family without a cost
- * model), or -1: the yardstick of the cost model in `ktune bench`. */
+/* The instance the nearest row whose answer is valid for key answers (the rule before the vote),
+ * or -1: the vote's yardstick in `ktune bench`. */
 int ktune__select_nearest(const ktune_family *family, const int64_t *key,
                           const ktune_device *device);
 
