@@ -295,9 +295,10 @@ int ktune_run_capture(char *const argv[], ktune_buf *out, int *status, ktune_err
         if (n > 0)
             ktune_buf_printf(out, "%.*s", (int)n, chunk);
     close(pipefd[0]);
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+    int st = 0;
+    pid_t waited;
+    while ((waited = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
         ;
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    *status = waited == pid && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     return 0;
 }
