@@ -320,19 +320,21 @@ static int vote_answer(const ktune_family *f, int ti, const int64_t *key, const 
     return best;
 }
 
-/* The row of table t whose config answers key: the exact key's where its config is compiled in
- * and valid, else the nearest key's (log distance) whose config is; -1 where none. *exact says
- * which. */
-static int answering_row(const ktune_family *f, int ti, const int64_t *key, const ktune_device *dev,
-                         int *exact)
+/* The row of table ti holding key itself, where its config is compiled in and valid; -1 where
+ * none. */
+static int exact_row(const ktune_family *f, int ti, const int64_t *key, const ktune_device *dev)
+{
+    const int *idx = f->table_instances[ti];
+    const int r = row_find(f, f->tables[ti], key);
+    return r >= 0 && idx[r] >= 0 && instance_valid(f, idx[r], key, dev) ? r : -1;
+}
+
+/* The nearest row of table ti (log distance, the same dtypes) whose config is compiled in and
+ * valid for key; -1 where none. */
+static int nearest_row(const ktune_family *f, int ti, const int64_t *key, const ktune_device *dev)
 {
     const ktune_table *t = f->tables[ti];
     const int *idx = f->table_instances[ti];
-    int r = row_find(f, t, key);
-    *exact = 1;
-    if (r >= 0 && idx[r] >= 0 && instance_valid(f, idx[r], key, dev))
-        return r;
-    *exact = 0;
     int best = -1;
     double best_dist = INFINITY;
     for (int i = 0; i < t->nrows; i++) {
@@ -350,22 +352,24 @@ static int answering_row(const ktune_family *f, int ti, const int64_t *key, cons
 int ktune__select_row(const ktune_family *f, const int64_t *key, const ktune_device *dev,
                       int *table)
 {
-    int exact, row = -1;
+    int row = -1;
     double score;
     *table = table_for(f, dev);
     if (*table < 0)
         return -1;
-    const int answer = answering_row(f, *table, key, dev, &exact);
-    if (answer >= 0 && exact)
-        return answer;
+    const int exact = exact_row(f, *table, key, dev);
+    if (exact >= 0)
+        return exact;
     return vote_answer(f, *table, key, dev, &row, &score) >= 0 ? row : -1;
 }
 
 int ktune__select_nearest(const ktune_family *f, const int64_t *key, const ktune_device *dev)
 {
-    int exact;
     const int ti = table_for(f, dev);
-    const int row = ti >= 0 ? answering_row(f, ti, key, dev, &exact) : -1;
+    if (ti < 0)
+        return -1;
+    const int exact = exact_row(f, ti, key, dev);
+    const int row = exact >= 0 ? exact : nearest_row(f, ti, key, dev);
     return row >= 0 ? f->table_instances[ti][row] : -1;
 }
 
@@ -428,9 +432,8 @@ static ktune_status select_locked(const ktune_family *f, const int64_t *key,
     if (t) {
         const int *idx = f->table_instances[ti];
         c->table = t->device;
-        int exact;
-        const int best = answering_row(f, ti, key, dev, &exact);
-        if (best >= 0 && exact) {
+        const int best = exact_row(f, ti, key, dev);
+        if (best >= 0) {
             *instance = idx[best];
             c->reason = KTUNE_REASON_EXACT;
             c->tuned_us = t->rows[best].us;
@@ -449,10 +452,11 @@ static ktune_status select_locked(const ktune_family *f, const int64_t *key,
             c->reason = KTUNE_REASON_NEAREST;
             c->tuned_us = t->rows[row].us;
             c->config = f->instances[voted].name;
+            const int slower = (int)fmin(100 * (exp(score) - 1), 1e6);
             snprintf(c->why, sizeof c->why,
-                     "%s %s: untuned; the nearest tuned keys on %.120s vote for it (%.0f%% slower "
-                     "than their answers on average; measured at %s)",
-                     f->name, keytext, t->device, 100 * (exp(score) - 1), neartext);
+                     "%.40s %.120s: untuned; the nearest tuned keys on %.100s vote for it (%d%% "
+                     "slower than their answers on average; measured at %.120s)",
+                     f->name, keytext, t->device, slower, neartext);
             return KTUNE_OK;
         }
     }
