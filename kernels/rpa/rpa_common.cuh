@@ -1,0 +1,146 @@
+/* What the rpa configurations share on the host: the problem's rules, the split of a batch's keys,
+ * and the launch of a config (the attention kernel, then the merge of the splits' shares). */
+#pragma once
+
+#include "launch.cuh"
+#include "rpa_kernel.cuh"
+
+namespace ktune_rpa_impl {
+
+/* Whether the problem keeps the rules of include/ktune/rpa.h. */
+inline bool problem_ok(const ktune_rpa_problem &p)
+{
+    const bool sizes = p.seqs >= 1 && p.seqs < INT32_MAX && p.total_q >= 0 && p.kv_heads >= 1 &&
+                       p.q_heads >= p.kv_heads && p.q_heads % p.kv_heads == 0 &&
+                       (p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256) &&
+                       p.page_size >= 8 && p.page_size <= 1024 && p.page_size % 8 == 0 &&
+                       p.num_pages >= 1 && p.max_pages >= 1 && p.q_heads <= 65535 &&
+                       p.kv_heads <= 65535 && isfinite(p.scale) &&
+                       (p.dtype == KTUNE_BF16 || p.dtype == KTUNE_F16);
+    if (!sizes || p.max_pages > INT32_MAX / p.page_size || p.num_pages > INT32_MAX ||
+        p.seqs > INT64_MAX / p.max_pages || p.total_q > INT32_MAX / p.q_heads ||
+        p.num_pages > INT64_MAX / p.page_size / p.kv_heads / p.head_dim)
+        return false;
+    return p.q && p.k_cache && p.v_cache && p.page_table && p.cu_q_lens && p.kv_lens && p.out &&
+           (uintptr_t)p.q % 16 == 0 && (uintptr_t)p.k_cache % 16 == 0 &&
+           (uintptr_t)p.v_cache % 16 == 0 && (uintptr_t)p.out % 16 == 0 &&
+           (p.workspace_bytes == 0 || (p.workspace && (uintptr_t)p.workspace % 16 == 0));
+}
+
+/* include/ktune/rpa.h's ktune_rpa_workspace_bytes. */
+inline size_t workspace_bytes(int64_t total_q, int64_t q_heads, int64_t head_dim, int splits)
+{
+    if (splits <= 1 || total_q < 0 || q_heads < 1 || head_dim < 1 || splits > KTUNE_RPA_MAX_SPLITS)
+        return 0;
+    const double floats = (double)splits * (double)total_q * (double)q_heads * (double)(head_dim + 2);
+    if (floats * 4 > (double)SIZE_MAX / 2)
+        return 0;
+    return (size_t)splits * (size_t)total_q * (size_t)q_heads * (size_t)(head_dim + 2) * 4;
+}
+
+/* Tile slots of a launch whose blocks take bm rows: enough for any cu_q_lens of the batch (a
+ * sequence's rows round up to a tile at most once). */
+inline int64_t tile_slots(const ktune_rpa_problem &p, int bm)
+{
+    return (p.total_q * (p.q_heads / p.kv_heads) + bm - 1) / bm + p.seqs;
+}
+
+/* The splits of a batch's keys: enough blocks for two waves over the device's SMs, at most
+ * max_splits (the config's), KTUNE_RPA_MAX_SPLITS and what the workspace holds; 1 for none. */
+inline int splits_for(const ktune_rpa_problem &p, int bm, int max_splits, int sms)
+{
+    const int64_t blocks = tile_slots(p, bm) * p.kv_heads;
+    int64_t want = (2 * (int64_t)sms + blocks - 1) / blocks;
+    if (want > max_splits)
+        want = max_splits;
+    if (want > KTUNE_RPA_MAX_SPLITS)
+        want = KTUNE_RPA_MAX_SPLITS;
+    while (want > 1 &&
+           workspace_bytes(p.total_q, p.q_heads, p.head_dim, (int)want) > p.workspace_bytes)
+        want--;
+    return want < 1 ? 1 : (int)want;
+}
+
+template <int WARPS, int BN, int STAGES, int SPLITS> struct launcher {
+    /* Configurations past the registers or the shared memory a block can have (the space's
+     * constraints keep them out) are not compiled for that head_dim. */
+    template <int D>
+    static constexpr bool fits = D / 2 + BN / 2 <= 160 && smem_bytes<D, WARPS, BN, STAGES>() <= 232448;
+
+    template <typename T, int D> static cudaError_t run(const ktune_rpa_problem &p, cudaStream_t s)
+    {
+        if constexpr (!fits<D>)
+            return cudaErrorNotSupported;
+        else
+            return run_fitting<T, D>(p, s);
+    }
+
+    template <typename T, int D>
+    static cudaError_t run_fitting(const ktune_rpa_problem &p, cudaStream_t s)
+    {
+        int device = 0, sms = 0;
+        cudaError_t e = cudaGetDevice(&device);
+        if (e == cudaSuccess)
+            e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+        if (e != cudaSuccess)
+            return e;
+        constexpr int BM = 16 * WARPS;
+        const int64_t slots = tile_slots(p, BM);
+        if (slots > INT32_MAX)
+            return cudaErrorInvalidValue;
+        args a;
+        a.q = p.q;
+        a.k = p.k_cache;
+        a.v = p.v_cache;
+        a.table = p.page_table;
+        a.cu_q = p.cu_q_lens;
+        a.kv_lens = p.kv_lens;
+        a.out = p.out;
+        a.seqs = (int)p.seqs;
+        a.q_heads = (int)p.q_heads;
+        a.kv_heads = (int)p.kv_heads;
+        a.group = (int)(p.q_heads / p.kv_heads);
+        a.page_size = (int)p.page_size;
+        a.max_pages = (int)p.max_pages;
+        a.num_pages = (int)p.num_pages;
+        a.total_q = (int)p.total_q;
+        a.splits = splits_for(p, BM, SPLITS, sms);
+        a.scale_log2 = p.scale * 1.4426950408889634f;
+        const int rows_total = a.total_q * a.q_heads;
+        a.part_o = static_cast<float *>(p.workspace);
+        a.part_lse = a.part_o + (int64_t)a.splits * rows_total * D;
+        const dim3 grid((unsigned)slots, (unsigned)p.kv_heads, (unsigned)a.splits);
+        e = ktune_launch::launch(attend<T, D, WARPS, BN, STAGES>, grid, dim3(WARPS * 32),
+                                 dim3(1, 1, 1), smem_bytes<D, WARPS, BN, STAGES>(), s, a);
+        if (e != cudaSuccess || a.splits == 1)
+            return e;
+        const int warps = 8;
+        return ktune_launch::launch(merge<T, D>, dim3((unsigned)((rows_total + warps - 1) / warps)),
+                                    dim3(warps * 32), dim3(1, 1, 1), 0, s,
+                                    (const float *)a.part_o, (const float *)a.part_lse,
+                                    static_cast<T *>(p.out), rows_total, a.splits);
+    }
+};
+
+/* Runs Launcher::run<T, D> for the problem's dtype and head_dim; total_q 0 is nothing to do. */
+template <typename Launcher> cudaError_t dispatch(const ktune_rpa_problem *p, cudaStream_t s)
+{
+    if (!p || !problem_ok(*p))
+        return cudaErrorInvalidValue;
+    if (p->total_q == 0)
+        return cudaSuccess;
+    const bool bf16 = p->dtype == KTUNE_BF16;
+    switch (p->head_dim) {
+    case 64:
+        return bf16 ? Launcher::template run<__nv_bfloat16, 64>(*p, s)
+                    : Launcher::template run<__half, 64>(*p, s);
+    case 128:
+        return bf16 ? Launcher::template run<__nv_bfloat16, 128>(*p, s)
+                    : Launcher::template run<__half, 128>(*p, s);
+    default:
+        return bf16 ? Launcher::template run<__nv_bfloat16, 256>(*p, s)
+                    : Launcher::template run<__half, 256>(*p, s);
+    }
+}
+
+} // namespace ktune_rpa_impl

@@ -1,0 +1,14 @@
+/* How the generated instance files define one rpa configuration: a launch function a config,
+ * named by the generator, with the config's parameters as template arguments. */
+#pragma once
+
+#include "rpa_common.cuh"
+
+typedef cudaError_t ktune__rpa_launch_t(const ktune_rpa_problem *problem, cudaStream_t stream);
+
+#define KTUNE_RPA_DEFINE_MMA(fn, warps, bn, stages, splits)                                        \
+    extern "C" cudaError_t fn(const ktune_rpa_problem *problem, cudaStream_t stream)               \
+    {                                                                                              \
+        return ktune_rpa_impl::dispatch<ktune_rpa_impl::launcher<warps, bn, stages, splits>>(      \
+            problem, stream);                                                                      \
+    }

@@ -1,0 +1,344 @@
+/* Ragged paged attention on mma.sync: prefill and decode sequences of a batch in one launch.
+ *
+ * Rows: the queries of a sequence that share a KV head, GQA-packed: row r of sequence s and KV
+ * head h is query token r / G of s under q head h * G + r % G (G = q_heads / kv_heads), so that a
+ * decode step's G heads form the M of the tensor-core tiles and every KV page a block reads
+ * serves all G of them. A block takes BM = 16 * WARPS rows (a warp 16) of one sequence and KV head
+ * (blockIdx.y) and walks its keys BN tokens a step: K and V tiles gathered from the pages by
+ * cp.async into a STAGES-deep ring of swizzled shared memory (no gathered copy of the cache), S =
+ * Q K^T and O += P V on m16n8k16 with fp32 accumulators, an online softmax in fp32 between them
+ * (exp2 of scores pre-scaled by scale * log2 e), the causal mask only on the steps that reach past
+ * the tile's first query. blockIdx.x counts the batch's tiles: the block finds its sequence and
+ * tile by a warp's scan of cu_q_lens (no host-side plan, so a call can be captured in a graph);
+ * slots past the batch's tiles exit.
+ *
+ * Split KV (flash-decoding): with splits > 1, blockIdx.z takes a share of the tile's key steps
+ * and writes its normalized partial output and log-sum-exp (base 2) in fp32 to the workspace;
+ * merge() combines a row's shares. */
+#pragma once
+
+#include <math.h>
+
+#include "../matmul/matmul_common.cuh"
+#include "ktune/rpa.h"
+
+namespace ktune_rpa_impl {
+
+using ktune_common::cp_async16;
+using ktune_common::cp_async_commit;
+using ktune_common::cp_async_wait;
+using ktune_common::smem_addr;
+using ktune_matmul_impl::ldmatrix_x4;
+using ktune_matmul_impl::mma_16816;
+
+/* A launch's arguments, validated and clamped by the host (rpa_common.cuh). */
+struct args {
+    const void *q, *k, *v;
+    const int32_t *table, *cu_q, *kv_lens;
+    void *out;
+    float *part_o;   /* splits x rows_total x D: a share's normalized output */
+    float *part_lse; /* splits x rows_total: its log2-sum-exp2, -inf where it saw no key */
+    int seqs, q_heads, kv_heads, group, page_size, max_pages, num_pages, total_q, splits;
+    float scale_log2;
+};
+
+/* Four 8x8 matrices of 16-bit elements from shared memory, transposed: a lane receives a column
+ * pair of each (the B fragments of a row-major K x N tile). */
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p))
+                 : "memory");
+}
+
+/* The element offset of 16-byte chunk `chunk` of row `row` in a tile of rows of D elements: the
+ * chunks XOR-swizzled by the row, so that ldmatrix's 8 rows at one column hit 8 bank groups. */
+template <int D> __device__ __forceinline__ int tile_at(int row, int chunk)
+{
+    static_assert(D % 64 == 0, "rows of at least 8 chunks");
+    return row * D + ((chunk ^ (row & 7)) * 8);
+}
+
+template <typename T> __device__ __forceinline__ uint32_t pack2(float x, float y)
+{
+    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+        return *reinterpret_cast<uint32_t *>(&h);
+    } else {
+        __half2 h = __floats2half2_rn(x, y);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+}
+
+template <int BM> __host__ __device__ constexpr int tiles_of(int q_len, int group)
+{
+    return (q_len * group + BM - 1) / BM;
+}
+
+template <int D, int WARPS, int BN, int STAGES> __host__ __device__ constexpr size_t smem_bytes()
+{
+    return ((size_t)16 * WARPS * D + (size_t)2 * STAGES * BN * D) * 2;
+}
+
+/* The sequence and tile of tile slot `slot` (a warp's scan of cu_q_lens, 32 sequences a round);
+ * seq -1 past the batch's tiles. The lanes agree on the result. */
+template <int BM>
+__device__ __forceinline__ void find_tile(const args &a, int slot, int &seq, int &tile)
+{
+    const int lane = threadIdx.x % 32;
+    int before = 0;
+    seq = -1;
+    tile = 0;
+    for (int s0 = 0; s0 < a.seqs; s0 += 32) {
+        const int s = s0 + lane;
+        int tiles = 0;
+        if (s < a.seqs) {
+            const int q0 = min(max(__ldg(a.cu_q + s), 0), a.total_q);
+            const int q1 = min(max(__ldg(a.cu_q + s + 1), q0), a.total_q);
+            tiles = tiles_of<BM>(q1 - q0, a.group);
+        }
+        int inclusive = tiles;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int v = __shfl_up_sync(~0u, inclusive, o);
+            if (lane >= o)
+                inclusive += v;
+        }
+        const int total = __shfl_sync(~0u, inclusive, 31);
+        if (slot < before + total) {
+            const int first = __ffs(__ballot_sync(~0u, before + inclusive > slot)) - 1;
+            seq = s0 + first;
+            tile = slot - before - __shfl_sync(~0u, inclusive - tiles, first);
+            return;
+        }
+        before += total;
+    }
+}
+
+template <typename T, int D, int WARPS, int BN, int STAGES>
+__global__ void __launch_bounds__(WARPS * 32) attend(const args a)
+{
+    constexpr int BM = 16 * WARPS, THREADS = WARPS * 32, CPR = D / 8;
+    static_assert(BN % 16 == 0 && STAGES >= 2, "whole k16 steps, a ring of two or more");
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    T *const sq = reinterpret_cast<T *>(smem_raw);
+    T *const sk = sq + BM * D;
+    T *const sv = sk + STAGES * BN * D;
+    __shared__ int found[2];
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (warp == 0) {
+        int seq, tile;
+        find_tile<BM>(a, blockIdx.x, seq, tile);
+        if (lane == 0) {
+            found[0] = seq;
+            found[1] = tile;
+        }
+    }
+    __syncthreads();
+    const int seq = found[0], tile = found[1];
+    if (seq < 0)
+        return;
+    const int kvh = blockIdx.y, split = blockIdx.z, G = a.group;
+    const int q0 = min(max(__ldg(a.cu_q + seq), 0), a.total_q);
+    const int q_len = min(max(__ldg(a.cu_q + seq + 1), q0), a.total_q) - q0;
+    const int kv_len = min(max(__ldg(a.kv_lens + seq), 0), a.max_pages * a.page_size);
+    const int rows = q_len * G, r0 = tile * BM, r_end = min(rows, r0 + BM);
+    const int shift = kv_len - q_len; /* query j sits at position shift + j */
+    const int kv_end = max(0, min(kv_len, shift + (r_end - 1) / G + 1));
+    const int unmasked = shift + r0 / G + 1; /* keys every row of the tile sees */
+    const int steps = (kv_end + BN - 1) / BN, per = (steps + a.splits - 1) / a.splits;
+    const int st0 = min(steps, split * per), st1 = min(steps, st0 + per);
+    const T *const q = static_cast<const T *>(a.q);
+    const T *const kc = static_cast<const T *>(a.k);
+    const T *const vc = static_cast<const T *>(a.v);
+    const int32_t *const pages = a.table + (int64_t)seq * a.max_pages;
+
+    /* the queries (rows past the sequence's load zeros) */
+    for (int i = threadIdx.x; i < BM * CPR; i += THREADS) {
+        const int row = i / CPR, ch = i % CPR, r = r0 + row;
+        const T *src = q;
+        if (r < rows)
+            src = q + ((int64_t)(q0 + r / G) * a.q_heads + kvh * G + r % G) * D + ch * 8;
+        cp_async16(sq + tile_at<D>(row, ch), src, r < rows ? 16 : 0);
+    }
+    /* a step's keys and values, read in place from their pages (tokens past kv_end: zeros) */
+    auto load = [&](int st, int buf) {
+        T *const k_s = sk + buf * BN * D, *const v_s = sv + buf * BN * D;
+        for (int i = threadIdx.x; i < BN * CPR; i += THREADS) {
+            const int row = i / CPR, ch = i % CPR, tok = st * BN + row;
+            int64_t at = 0;
+            if (tok < kv_end) {
+                const int page = min(max(__ldg(pages + tok / a.page_size), 0), a.num_pages - 1);
+                at = (((int64_t)page * a.page_size + tok % a.page_size) * a.kv_heads + kvh) * D +
+                     ch * 8;
+            }
+            cp_async16(k_s + tile_at<D>(row, ch), kc + at, tok < kv_end ? 16 : 0);
+            cp_async16(v_s + tile_at<D>(row, ch), vc + at, tok < kv_end ? 16 : 0);
+        }
+    };
+#pragma unroll
+    for (int i = 0; i < STAGES - 1; i++) {
+        if (st0 + i < st1)
+            load(st0 + i, i);
+        cp_async_commit();
+    }
+
+    float o[D / 8][4] = {};
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    const int wr = warp * 16;              /* the warp's first row in the tile */
+    const bool busy = r0 + wr < r_end;     /* the warp holds rows of the sequence */
+    const int ra = r0 + wr + lane / 4;     /* this lane's rows: ra and ra + 8 */
+    const int pos[2] = {shift + ra / G, shift + (ra + 8) / G};
+    for (int st = st0; st < st1; st++) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        if (st + STAGES - 1 < st1)
+            load(st + STAGES - 1, (st + STAGES - 1 - st0) % STAGES);
+        cp_async_commit();
+        if (!busy)
+            continue;
+        const int buf = (st - st0) % STAGES;
+        const T *const k_s = sk + buf * BN * D, *const v_s = sv + buf * BN * D;
+
+        float s[BN / 8][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+            uint32_t qa[4];
+            ldmatrix_x4(qa, sq + tile_at<D>(wr + lane % 16, kk * 2 + lane / 16));
+#pragma unroll
+            for (int nb = 0; nb < BN / 8; nb += 2) {
+                uint32_t kb[4];
+                ldmatrix_x4(kb, k_s + tile_at<D>(nb * 8 + (lane / 16) * 8 + lane % 8,
+                                                 kk * 2 + (lane / 8) % 2));
+                const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
+                mma_16816<T>(s[nb], qa, b0);
+                mma_16816<T>(s[nb + 1], qa, b1);
+            }
+        }
+        /* scores in log2 units, masked past each row's position on the steps that need it */
+        const bool mask = (st + 1) * BN > unmasked;
+        float mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int nb = 0; nb < BN / 8; nb++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int j = st * BN + nb * 8 + (lane % 4) * 2 + (e & 1);
+                float x = s[nb][e] * a.scale_log2;
+                if (mask && j > pos[e / 2])
+                    x = -INFINITY;
+                s[nb][e] = x;
+                mx[e / 2] = fmaxf(mx[e / 2], x);
+            }
+        float corr[2], base[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(~0u, mx[i], 1));
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(~0u, mx[i], 2));
+            base[i] = mx[i] == -INFINITY ? 0.f : mx[i];
+            corr[i] = exp2f(m[i] - base[i]);
+            m[i] = mx[i];
+            l[i] *= corr[i];
+        }
+#pragma unroll
+        for (int nb = 0; nb < BN / 8; nb++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                s[nb][e] = exp2f(s[nb][e] - base[e / 2]);
+                l[e / 2] += s[nb][e];
+            }
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++) {
+            o[dn][0] *= corr[0];
+            o[dn][1] *= corr[0];
+            o[dn][2] *= corr[1];
+            o[dn][3] *= corr[1];
+        }
+#pragma unroll
+        for (int kb = 0; kb < BN / 16; kb++) {
+            const uint32_t pa[4] = {pack2<T>(s[2 * kb][0], s[2 * kb][1]),
+                                    pack2<T>(s[2 * kb][2], s[2 * kb][3]),
+                                    pack2<T>(s[2 * kb + 1][0], s[2 * kb + 1][1]),
+                                    pack2<T>(s[2 * kb + 1][2], s[2 * kb + 1][3])};
+#pragma unroll
+            for (int dn = 0; dn < D / 8; dn += 2) {
+                uint32_t vb[4];
+                ldmatrix_x4_trans(vb, v_s + tile_at<D>(kb * 16 + ((lane / 8) % 2) * 8 + lane % 8,
+                                                       dn + lane / 16));
+                const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
+                mma_16816<T>(o[dn], pa, b0);
+                mma_16816<T>(o[dn + 1], pa, b1);
+            }
+        }
+    }
+    cp_async_wait<0>();
+    if (!busy)
+        return;
+
+    /* the rows' sums over their quads; then the output, or this split's share */
+    const int rows_total = a.total_q * a.q_heads;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        l[i] += __shfl_xor_sync(~0u, l[i], 1);
+        l[i] += __shfl_xor_sync(~0u, l[i], 2);
+        const int r = ra + 8 * i;
+        if (r >= r_end)
+            continue;
+        const int64_t row = (int64_t)(q0 + r / G) * a.q_heads + kvh * G + r % G;
+        const float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
+        if (a.splits == 1) {
+            T *const out = static_cast<T *>(a.out) + row * D + (lane % 4) * 2;
+#pragma unroll
+            for (int dn = 0; dn < D / 8; dn++)
+                *reinterpret_cast<uint32_t *>(out + dn * 8) =
+                    pack2<T>(o[dn][2 * i] * inv, o[dn][2 * i + 1] * inv);
+        } else {
+            const int64_t at = (int64_t)split * rows_total + row;
+            float *const out = a.part_o + at * D + (lane % 4) * 2;
+#pragma unroll
+            for (int dn = 0; dn < D / 8; dn++)
+                *reinterpret_cast<float2 *>(out + dn * 8) =
+                    make_float2(o[dn][2 * i] * inv, o[dn][2 * i + 1] * inv);
+            if (lane % 4 == 0)
+                a.part_lse[at] = l[i] > 0.f ? m[i] + log2f(l[i]) : -INFINITY;
+        }
+    }
+}
+
+/* out's row (a query token under a head, of rows_total) from the splits' shares: each weighted
+ * by 2^(its lse - the largest); a row no share saw a key of gets zeros. A warp a row. */
+template <typename T, int D>
+__global__ void merge(const float *part_o, const float *part_lse, T *out, int rows_total,
+                      int splits)
+{
+    constexpr int PER = D / 32;
+    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows_total)
+        return;
+    float top = -INFINITY;
+    for (int z = 0; z < splits; z++)
+        top = fmaxf(top, part_lse[(int64_t)z * rows_total + row]);
+    float acc[PER] = {}, sum = 0.f;
+    for (int z = 0; z < splits && top != -INFINITY; z++) {
+        const float lse = part_lse[(int64_t)z * rows_total + row];
+        if (lse == -INFINITY)
+            continue;
+        const float w = exp2f(lse - top);
+        const float *p = part_o + ((int64_t)z * rows_total + row) * D + lane * PER;
+        sum += w;
+#pragma unroll
+        for (int i = 0; i < PER; i += 2) {
+            const float2 v = *reinterpret_cast<const float2 *>(p + i);
+            acc[i] += w * v.x;
+            acc[i + 1] += w * v.y;
+        }
+    }
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    T *const o = out + (int64_t)row * D + lane * PER;
+#pragma unroll
+    for (int i = 0; i < PER; i += 2)
+        *reinterpret_cast<uint32_t *>(o + i) = pack2<T>(acc[i] * inv, acc[i + 1] * inv);
+}
+
+} // namespace ktune_rpa_impl
