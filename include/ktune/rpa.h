@@ -1,5 +1,5 @@
 /* ktune rpa: ragged paged attention, a batch mixing prefill and decode sequences over a paged KV
- * cache in one launch, tuned per (dtype, page_size, head_dim, q_heads, kv_heads, max_len, q_len). */
+ * cache in one launch, tuned per (dtype, q_len, page_size, head_dim, q_heads, kv_heads, max_len). */
 #ifndef KTUNE_RPA_H
 #define KTUNE_RPA_H
 
@@ -66,8 +66,8 @@ size_t ktune_rpa_workspace_bytes(int64_t total_q, int64_t q_heads, int64_t head_
 ktune_status ktune_rpa(const ktune_rpa_problem *problem, cudaStream_t stream);
 
 /* The configuration ktune_rpa would launch for this problem on the current device (its key:
- * dtype, page_size, head_dim, q_heads, kv_heads, max_len = max_pages * page_size and
- * q_len = total_q / seqs rounded up). */
+ * dtype, q_len = total_q / seqs rounded up, page_size, head_dim, q_heads, kv_heads and
+ * max_len = max_pages * page_size). */
 ktune_status ktune_rpa_explain(const ktune_rpa_problem *problem, ktune_choice *choice);
 
 #ifdef __cplusplus

@@ -6,7 +6,7 @@
 #include "select.h"
 
 static_assert(KTUNE_RPA_NKEY == 7,
-              "rpa keys are (dtype, page_size, head_dim, q_heads, kv_heads, max_len, q_len)");
+              "rpa keys are (dtype, q_len, page_size, head_dim, q_heads, kv_heads, max_len)");
 
 static const ktune_family family = ktune__rpa_family();
 
@@ -22,9 +22,9 @@ static ktune_status choose(const ktune_rpa_problem *p, int *instance, ktune_choi
     if (st != KTUNE_OK)
         return st;
     const int64_t q_len = p->total_q == 0 ? 1 : (p->total_q + p->seqs - 1) / p->seqs;
-    const int64_t key[KTUNE_MAX_KEY] = {p->dtype,   p->page_size, p->head_dim,
-                                        p->q_heads, p->kv_heads,  p->max_pages * p->page_size,
-                                        q_len};
+    const int64_t key[KTUNE_MAX_KEY] = {p->dtype,    q_len,       p->page_size,
+                                        p->head_dim, p->q_heads,  p->kv_heads,
+                                        p->max_pages * p->page_size};
     /* the launch path adapts where KTUNE_ADAPT asks it to (adapt.h) */
     return token ? ktune__select_launch(&family, key, device, stream, instance, token)
                  : ktune__select(&family, key, device, instance, choice);

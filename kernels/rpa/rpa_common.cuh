@@ -45,12 +45,13 @@ inline int64_t tile_slots(const ktune_rpa_problem &p, int bm)
     return (p.total_q * (p.q_heads / p.kv_heads) + bm - 1) / bm + p.seqs;
 }
 
-/* The splits of a batch's keys: enough blocks for two waves over the device's SMs, at most
- * max_splits (the config's), KTUNE_RPA_MAX_SPLITS and what the workspace holds; 1 for none. */
-inline int splits_for(const ktune_rpa_problem &p, int bm, int max_splits, int sms)
+/* The splits of a batch's keys: enough blocks to fill the device once (`resident` blocks at a
+ * time), at most max_splits (the config's), KTUNE_RPA_MAX_SPLITS and what the workspace holds;
+ * 1 for none. */
+inline int splits_for(const ktune_rpa_problem &p, int bm, int max_splits, int64_t resident)
 {
     const int64_t blocks = tile_slots(p, bm) * p.kv_heads;
-    int64_t want = (2 * (int64_t)sms + blocks - 1) / blocks;
+    int64_t want = (resident + blocks - 1) / blocks;
     if (want > max_splits)
         want = max_splits;
     if (want > KTUNE_RPA_MAX_SPLITS)
@@ -61,11 +62,12 @@ inline int splits_for(const ktune_rpa_problem &p, int bm, int max_splits, int sm
     return want < 1 ? 1 : (int)want;
 }
 
-template <int WARPS, int BN, int STAGES, int SPLITS> struct launcher {
+template <int WM, int WN, int BN, int STAGES, int SPLITS> struct launcher {
     /* Configurations past the registers or the shared memory a block can have (the space's
      * constraints keep them out) are not compiled for that head_dim. */
     template <int D>
-    static constexpr bool fits = D / 2 + BN / 2 <= 160 && smem_bytes<D, WARPS, BN, STAGES>() <= 232448;
+    static constexpr bool fits =
+        D / 2 + BN / WN / 2 <= 160 && smem_bytes<D, WM, WN, BN, STAGES>() <= 232448;
 
     template <typename T, int D> static cudaError_t run(const ktune_rpa_problem &p, cudaStream_t s)
     {
@@ -78,13 +80,22 @@ template <int WARPS, int BN, int STAGES, int SPLITS> struct launcher {
     template <typename T, int D>
     static cudaError_t run_fitting(const ktune_rpa_problem &p, cudaStream_t s)
     {
-        int device = 0, sms = 0;
-        cudaError_t e = cudaGetDevice(&device);
-        if (e == cudaSuccess)
-            e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-        if (e != cudaSuccess)
-            return e;
-        constexpr int BM = 16 * WARPS;
+        constexpr int BM = 16 * WM;
+        constexpr size_t smem = smem_bytes<D, WM, WN, BN, STAGES>();
+        auto *const kernel = attend<T, D, WM, WN, BN, STAGES>;
+        /* the blocks the device holds at once, asked once a kernel */
+        static const int64_t resident = [&] {
+            int device = 0, sms = 0, per_sm = 0;
+            if (cudaGetDevice(&device) != cudaSuccess ||
+                cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+                ktune_launch::set_attributes(kernel, 1, smem) != cudaSuccess ||
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WM * WN * 32, smem) !=
+                    cudaSuccess) {
+                cudaGetLastError();
+                return (int64_t)0;
+            }
+            return (int64_t)sms * (per_sm > 0 ? per_sm : 1);
+        }();
         const int64_t slots = tile_slots(p, BM);
         if (slots > INT32_MAX)
             return cudaErrorInvalidValue;
@@ -104,14 +115,14 @@ template <int WARPS, int BN, int STAGES, int SPLITS> struct launcher {
         a.max_pages = (int)p.max_pages;
         a.num_pages = (int)p.num_pages;
         a.total_q = (int)p.total_q;
-        a.splits = splits_for(p, BM, SPLITS, sms);
+        a.splits = splits_for(p, BM, SPLITS, resident);
         a.scale_log2 = p.scale * 1.4426950408889634f;
         const int rows_total = a.total_q * a.q_heads;
         a.part_o = static_cast<float *>(p.workspace);
         a.part_lse = a.part_o + (int64_t)a.splits * rows_total * D;
         const dim3 grid((unsigned)slots, (unsigned)p.kv_heads, (unsigned)a.splits);
-        e = ktune_launch::launch(attend<T, D, WARPS, BN, STAGES>, grid, dim3(WARPS * 32),
-                                 dim3(1, 1, 1), smem_bytes<D, WARPS, BN, STAGES>(), s, a);
+        cudaError_t e = ktune_launch::launch(kernel, grid, dim3(WM * WN * 32), dim3(1, 1, 1), smem,
+                                             s, a);
         if (e != cudaSuccess || a.splits == 1)
             return e;
         const int warps = 8;

@@ -3,12 +3,15 @@
  * Rows: the queries of a sequence that share a KV head, GQA-packed: row r of sequence s and KV
  * head h is query token r / G of s under q head h * G + r % G (G = q_heads / kv_heads), so that a
  * decode step's G heads form the M of the tensor-core tiles and every KV page a block reads
- * serves all G of them. A block takes BM = 16 * WARPS rows (a warp 16) of one sequence and KV head
+ * serves all G of them. A block takes BM = 16 * WM rows of one sequence and KV head
  * (blockIdx.y) and walks its keys BN tokens a step: K and V tiles gathered from the pages by
  * cp.async into a STAGES-deep ring of swizzled shared memory (no gathered copy of the cache), S =
  * Q K^T and O += P V on m16n8k16 with fp32 accumulators, an online softmax in fp32 between them
  * (exp2 of scores pre-scaled by scale * log2 e), the causal mask only on the steps that reach past
- * the tile's first query. blockIdx.x counts the batch's tiles: the block finds its sequence and
+ * the tile's first query. WM x WN warps: WM along the rows (16 each), WN splitting each step's
+ * keys (a decode tile has one row tile: its other warps share the keys instead of idling), each
+ * with its own softmax state until they merge through shared memory at the end; every thread of
+ * the block loads. blockIdx.x counts the batch's tiles: the block finds its sequence and
  * tile by a warp's scan of cu_q_lens (no host-side plan, so a call can be captured in a graph);
  * slots past the batch's tiles exit.
  *
@@ -76,9 +79,13 @@ template <int BM> __host__ __device__ constexpr int tiles_of(int q_len, int grou
     return (q_len * group + BM - 1) / BM;
 }
 
-template <int D, int WARPS, int BN, int STAGES> __host__ __device__ constexpr size_t smem_bytes()
+/* A block's shared memory: the queries and the ring of keys and values; after the last step,
+ * the warps that split the keys hand their partial rows (m, l and O, lane by lane) over in it. */
+template <int D, int WM, int WN, int BN, int STAGES> __host__ __device__ constexpr size_t smem_bytes()
 {
-    return ((size_t)16 * WARPS * D + (size_t)2 * STAGES * BN * D) * 2;
+    constexpr size_t tiles = ((size_t)16 * WM * D + (size_t)2 * STAGES * BN * D) * 2;
+    constexpr size_t handover = (size_t)(WN - 1) * WM * 32 * (D / 2 + 4) * 4;
+    return tiles > handover ? tiles : handover;
 }
 
 /* The sequence and tile of tile slot `slot` (a warp's scan of cu_q_lens, 32 sequences a round);
@@ -116,11 +123,11 @@ __device__ __forceinline__ void find_tile(const args &a, int slot, int &seq, int
     }
 }
 
-template <typename T, int D, int WARPS, int BN, int STAGES>
-__global__ void __launch_bounds__(WARPS * 32) attend(const args a)
+template <typename T, int D, int WM, int WN, int BN, int STAGES>
+__global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
 {
-    constexpr int BM = 16 * WARPS, THREADS = WARPS * 32, CPR = D / 8;
-    static_assert(BN % 16 == 0 && STAGES >= 2, "whole k16 steps, a ring of two or more");
+    constexpr int BM = 16 * WM, THREADS = WM * WN * 32, CPR = D / 8, KW = BN / WN;
+    static_assert(KW % 16 == 0 && STAGES >= 2, "whole k16 steps a warp, a ring of two or more");
     extern __shared__ __align__(128) unsigned char smem_raw[];
     T *const sq = reinterpret_cast<T *>(smem_raw);
     T *const sk = sq + BM * D;
@@ -128,6 +135,7 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const args a)
     __shared__ int found[2];
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int wm = warp / WN, wn = warp % WN; /* the warp's rows, and its share of a step's keys */
     if (warp == 0) {
         int seq, tile;
         find_tile<BM>(a, blockIdx.x, seq, tile);
@@ -187,7 +195,7 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const args a)
 
     float o[D / 8][4] = {};
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    const int wr = warp * 16;              /* the warp's first row in the tile */
+    const int wr = wm * 16;                /* the warp's first row in the tile */
     const bool busy = r0 + wr < r_end;     /* the warp holds rows of the sequence */
     const int ra = r0 + wr + lane / 4;     /* this lane's rows: ra and ra + 8 */
     const int pos[2] = {shift + ra / G, shift + (ra + 8) / G};
@@ -200,16 +208,19 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const args a)
         if (!busy)
             continue;
         const int buf = (st - st0) % STAGES;
-        const T *const k_s = sk + buf * BN * D, *const v_s = sv + buf * BN * D;
+        const T *const k_s = sk + buf * BN * D + wn * KW * D, *const v_s = sv + buf * BN * D;
+        const int key0 = st * BN + wn * KW; /* the warp's first key of the step */
 
-        float s[BN / 8][4] = {};
+        float s[KW / 8][4] = {};
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++) {
             uint32_t qa[4];
             ldmatrix_x4(qa, sq + tile_at<D>(wr + lane % 16, kk * 2 + lane / 16));
 #pragma unroll
-            for (int nb = 0; nb < BN / 8; nb += 2) {
+            for (int nb = 0; nb < KW / 8; nb += 2) {
                 uint32_t kb[4];
+                /* rows of k_s count from the warp's first key: wn * KW is a multiple of 8, so the
+                 * swizzle (row & 7) is the same as the ring's */
                 ldmatrix_x4(kb, k_s + tile_at<D>(nb * 8 + (lane / 16) * 8 + lane % 8,
                                                  kk * 2 + (lane / 8) % 2));
                 const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
@@ -218,13 +229,13 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const args a)
             }
         }
         /* scores in log2 units, masked past each row's position on the steps that need it */
-        const bool mask = (st + 1) * BN > unmasked;
+        const bool mask = key0 + KW > unmasked;
         float mx[2] = {m[0], m[1]};
 #pragma unroll
-        for (int nb = 0; nb < BN / 8; nb++)
+        for (int nb = 0; nb < KW / 8; nb++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int j = st * BN + nb * 8 + (lane % 4) * 2 + (e & 1);
+                const int j = key0 + nb * 8 + (lane % 4) * 2 + (e & 1);
                 float x = s[nb][e] * a.scale_log2;
                 if (mask && j > pos[e / 2])
                     x = -INFINITY;
@@ -242,7 +253,7 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const args a)
             l[i] *= corr[i];
         }
 #pragma unroll
-        for (int nb = 0; nb < BN / 8; nb++)
+        for (int nb = 0; nb < KW / 8; nb++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 s[nb][e] = exp2f(s[nb][e] - base[e / 2]);
@@ -256,16 +267,16 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const args a)
             o[dn][3] *= corr[1];
         }
 #pragma unroll
-        for (int kb = 0; kb < BN / 16; kb++) {
+        for (int kb = 0; kb < KW / 16; kb++) {
             const uint32_t pa[4] = {pack2<T>(s[2 * kb][0], s[2 * kb][1]),
                                     pack2<T>(s[2 * kb][2], s[2 * kb][3]),
                                     pack2<T>(s[2 * kb + 1][0], s[2 * kb + 1][1]),
                                     pack2<T>(s[2 * kb + 1][2], s[2 * kb + 1][3])};
+            const int vr = wn * KW + kb * 16 + ((lane / 8) % 2) * 8 + lane % 8;
 #pragma unroll
             for (int dn = 0; dn < D / 8; dn += 2) {
                 uint32_t vb[4];
-                ldmatrix_x4_trans(vb, v_s + tile_at<D>(kb * 16 + ((lane / 8) % 2) * 8 + lane % 8,
-                                                       dn + lane / 16));
+                ldmatrix_x4_trans(vb, v_s + tile_at<D>(vr, dn + lane / 16));
                 const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
                 mma_16816<T>(o[dn], pa, b0);
                 mma_16816<T>(o[dn + 1], pa, b1);
@@ -273,6 +284,48 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const args a)
         }
     }
     cp_async_wait<0>();
+
+    if constexpr (WN > 1) {
+        /* the warps that split the keys hand (m, l, O) to the first of their rows' warps, lane
+         * by lane (the same rows and columns in every warp), through the ring's memory */
+        __syncthreads();
+        float *const hand = reinterpret_cast<float *>(smem_raw);
+        constexpr int PER = D / 2 + 4; /* floats a lane hands over */
+        if (busy && wn > 0) {
+            float *const h = hand + ((size_t)(wm * (WN - 1) + wn - 1) * 32 + lane) * PER;
+            h[0] = m[0];
+            h[1] = m[1];
+            h[2] = l[0];
+            h[3] = l[1];
+#pragma unroll
+            for (int dn = 0; dn < D / 8; dn++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    h[4 + dn * 4 + e] = o[dn][e];
+        }
+        __syncthreads();
+        if (!busy || wn > 0)
+            return;
+#pragma unroll
+        for (int w = 1; w < WN; w++) {
+            const float *const h = hand + ((size_t)(wm * (WN - 1) + w - 1) * 32 + lane) * PER;
+            float ca[2], cb[2];
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                const float top = fmaxf(m[i], h[i]);
+                const float b = top == -INFINITY ? 0.f : top;
+                ca[i] = exp2f(m[i] - b);
+                cb[i] = exp2f(h[i] - b);
+                m[i] = top;
+                l[i] = l[i] * ca[i] + h[2 + i] * cb[i];
+            }
+#pragma unroll
+            for (int dn = 0; dn < D / 8; dn++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    o[dn][e] = o[dn][e] * ca[e / 2] + h[4 + dn * 4 + e] * cb[e / 2];
+        }
+    }
     if (!busy)
         return;
 

@@ -1,7 +1,7 @@
 /* The rpa family's side of a sweep worker: the batch of a key, its paged KV cache, the fp32
  * reference.
  *
- * The batch of a key (dtype, page_size, head_dim, q_heads, kv_heads, max_len, q_len), drawn by a
+ * The batch of a key (dtype, q_len, page_size, head_dim, q_heads, kv_heads, max_len), drawn by a
  * generator seeded by the key (the same batch on every run and machine):
  *   - seqs = 8192 / q_len sequences, at least 1 and at most 64;
  *   - q_len 1: every sequence decodes (one query); q_len > 1: a mixed batch, seqs / 2 decoding
@@ -49,8 +49,8 @@ struct batch {
 /* The batch of key (the header's rule); false where the key is not one the worker can build. */
 bool batch_of(const int64_t *key, batch &b)
 {
-    const int64_t page = key[1], hd = key[2], qh = key[3], kvh = key[4], max_len = key[5],
-                  q_len = key[6];
+    const int64_t q_len = key[1], page = key[2], hd = key[3], qh = key[4], kvh = key[5],
+                  max_len = key[6];
     if (page < 8 || page > 1024 || max_len < page || max_len % page != 0 || max_len > (1 << 20) ||
         q_len < 1 || q_len > max_len || kvh < 1 || qh % kvh != 0 || (hd != 64 && hd != 128 && hd != 256))
         return false;
@@ -115,13 +115,13 @@ struct state {
         p.workspace_bytes = workspace_bytes;
         p.total_q = b.total_q;
         p.seqs = b.seqs;
-        p.q_heads = key[3];
-        p.kv_heads = key[4];
-        p.head_dim = key[2];
-        p.page_size = key[1];
+        p.q_heads = key[4];
+        p.kv_heads = key[5];
+        p.head_dim = key[3];
+        p.page_size = key[2];
         p.num_pages = b.npages;
         p.max_pages = b.max_pages;
-        p.scale = 4.f / sqrtf((float)key[2]);
+        p.scale = 4.f / sqrtf((float)key[3]);
         p.dtype = (ktune_dtype)key[0];
         return p;
     }
@@ -196,7 +196,7 @@ int64_t kv_bytes(const int64_t *key, const batch &b)
     int64_t tokens = 0;
     for (int s = 0; s < b.seqs; s++)
         tokens += b.kv_lens[s];
-    return tokens * key[4] * key[2] * 2 * 2;
+    return tokens * key[5] * key[3] * 2 * 2;
 }
 
 double bytes(const int64_t *key)
@@ -204,7 +204,7 @@ double bytes(const int64_t *key)
     batch b;
     if (!batch_of(key, b))
         return 0;
-    return (double)kv_bytes(key, b) + 2.0 * 2 * b.total_q * key[3] * key[2] +
+    return (double)kv_bytes(key, b) + 2.0 * 2 * b.total_q * key[4] * key[3] +
            4.0 * b.seqs * b.max_pages;
 }
 
@@ -219,7 +219,7 @@ double flops(const int64_t *key)
         const int64_t q = b.cu_q[s + 1] - b.cu_q[s], kv = b.kv_lens[s];
         pairs += (double)q * (kv - q) + (double)q * (q + 1) / 2;
     }
-    return 4.0 * pairs * key[3] * key[2];
+    return 4.0 * pairs * key[4] * key[3];
 }
 
 int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
@@ -231,11 +231,12 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
                         ? cudaSuccess
                         : cudaErrorInvalidValue;
     const batch &b = st.b;
-    const int64_t hd = key[2], qh = key[3], kvh = key[4];
+    const int64_t hd = key[3], qh = key[4], kvh = key[5];
     const size_t qbytes = (size_t)(b.total_q * qh * hd * 2),
-                 cache = (size_t)(b.npages * key[1] * kvh * hd * 2),
+                 cache = (size_t)(b.npages * key[2] * kvh * hd * 2),
                  tbytes = b.table.size() * 4, sbytes = (b.cu_q.size() + b.kv_lens.size()) * 4;
-    /* the workspace of the most splits any config takes for this batch (the largest tiles) */
+    /* the workspace of the most splits any config takes for this batch (the largest tiles, at
+     * most 32 blocks an SM) */
     ktune_rpa_problem probe = st.problem(0);
     probe.workspace_bytes = SIZE_MAX;
     int sms = 0, device = 0;
@@ -243,7 +244,7 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
         e = cudaGetDevice(&device);
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    const int splits = e == cudaSuccess ? ktune_rpa_impl::splits_for(probe, 128, KTUNE_RPA_MAX_SPLITS, sms) : 1;
+    const int splits = e == cudaSuccess ? ktune_rpa_impl::splits_for(probe, 128, KTUNE_RPA_MAX_SPLITS, (int64_t)sms * 32) : 1;
     st.workspace_bytes = ktune_rpa_impl::workspace_bytes(b.total_q, qh, hd, splits);
     using ktune_worker_check::carver;
     const size_t set_bytes = carver::round(qbytes) * 2 + carver::round(cache) * 2;
@@ -274,7 +275,7 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
         st.sets = sets;
         seed += 3;
         /* each set's q, k and v, from the seed */
-        const int64_t qn = b.total_q * qh * hd, cn = b.npages * key[1] * kvh * hd;
+        const int64_t qn = b.total_q * qh * hd, cn = b.npages * key[2] * kvh * hd;
         const int64_t stride = (int64_t)(set_bytes / 2); /* elements from a set's to the next's */
         if (key[0] == KTUNE_F16) {
             ktune_worker_check::fill_sets((__half *)st.q[0], qn, stride, sets, seed, 3, -1.f, 1.f);
@@ -321,15 +322,15 @@ cudaError_t launch(int instance, int set, cudaStream_t stream)
 
 cudaError_t check_poison(cudaStream_t stream)
 {
-    return cudaMemsetAsync(st.out[0], 0xff, (size_t)(st.b.total_q * st.key[3] * st.key[2] * 2),
+    return cudaMemsetAsync(st.out[0], 0xff, (size_t)(st.b.total_q * st.key[4] * st.key[3] * 2),
                            stream); /* NaN */
 }
 
 cudaError_t check_compare(cudaStream_t stream, unsigned long long *bad, int64_t *rows,
                           int64_t *cols)
 {
-    *rows = st.b.total_q * st.key[3];
-    *cols = st.key[2];
+    *rows = st.b.total_q * st.key[4];
+    *cols = st.key[3];
     const int64_t n = *rows * *cols;
     if (st.key[0] == KTUNE_F16)
         return ktune_worker_check::compare_launch((const __half *)st.out[0], st.ref, n, 5e-4f,

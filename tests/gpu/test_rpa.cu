@@ -187,8 +187,8 @@ static long long check_output(const problem &p, int64_t *first)
 static void key_of(const problem &p, int64_t *key)
 {
     const int64_t q_len = (p.total_q + (int64_t)p.c.q_lens.size() - 1) / (int64_t)p.c.q_lens.size();
-    const int64_t k[7] = {p.c.dtype, p.c.page_size, p.c.head_dim, p.c.q_heads, p.c.kv_heads,
-                          (int64_t)p.max_pages * p.c.page_size, q_len};
+    const int64_t k[7] = {p.c.dtype,   q_len,         p.c.page_size, p.c.head_dim,
+                          p.c.q_heads, p.c.kv_heads, (int64_t)p.max_pages * p.c.page_size};
     for (int i = 0; i < 7; i++)
         key[i] = k[i];
 }
@@ -200,7 +200,7 @@ static bool device_runs(const ktune_instance *in, const problem &p, const ktune_
 {
     int64_t key[KTUNE_MAX_KEY] = {0};
     key_of(p, key);
-    key[6] = 1 << 20;
+    key[1] = 1 << 20;
     return ktune__rpa_valid(in->variant, in->params, key, dev) != 0;
 }
 
