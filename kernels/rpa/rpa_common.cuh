@@ -45,13 +45,15 @@ inline int64_t tile_slots(const ktune_rpa_problem &p, int bm)
     return (p.total_q * (p.q_heads / p.kv_heads) + bm - 1) / bm + p.seqs;
 }
 
-/* The splits of a batch's keys: enough blocks to fill the device once (`resident` blocks at a
- * time), at most max_splits (the config's), KTUNE_RPA_MAX_SPLITS and what the workspace holds;
- * 1 for none. */
+/* The splits of a batch's keys: blocks for four times what the device holds at once (`resident`)
+ * if the batch has as few tiles as it may (each sequence one, or its rows in whole tiles), so
+ * that the chunks of long sequences even out with those of short ones; at most max_splits (the
+ * config's), KTUNE_RPA_MAX_SPLITS and what the workspace holds; 1 for none. */
 inline int splits_for(const ktune_rpa_problem &p, int bm, int max_splits, int64_t resident)
 {
-    const int64_t blocks = tile_slots(p, bm) * p.kv_heads;
-    int64_t want = (resident + blocks - 1) / blocks;
+    const int64_t rows = p.total_q * (p.q_heads / p.kv_heads), fewest = (rows + bm - 1) / bm;
+    const int64_t blocks = (fewest > p.seqs ? fewest : p.seqs) * p.kv_heads;
+    int64_t want = (4 * resident + blocks - 1) / blocks;
     if (want > max_splits)
         want = max_splits;
     if (want > KTUNE_RPA_MAX_SPLITS)
@@ -116,6 +118,8 @@ template <int WM, int WN, int BN, int STAGES, int SPLITS> struct launcher {
         a.num_pages = (int)p.num_pages;
         a.total_q = (int)p.total_q;
         a.splits = splits_for(p, BM, SPLITS, resident);
+        const int64_t max_len = p.max_pages * p.page_size;
+        a.chunk_steps = (int)(((max_len + a.splits - 1) / a.splits + BN - 1) / BN);
         a.scale_log2 = p.scale * 1.4426950408889634f;
         const int rows_total = a.total_q * a.q_heads;
         a.part_o = static_cast<float *>(p.workspace);

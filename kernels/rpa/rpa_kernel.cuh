@@ -15,9 +15,11 @@
  * tile by a warp's scan of cu_q_lens (no host-side plan, so a call can be captured in a graph);
  * slots past the batch's tiles exit.
  *
- * Split KV (flash-decoding): with splits > 1, blockIdx.z takes a share of the tile's key steps
- * and writes its normalized partial output and log-sum-exp (base 2) in fp32 to the workspace;
- * merge() combines a row's shares. */
+ * Split KV (flash-decoding): with splits > 1, the keys are cut in chunks of max_len / splits
+ * (whole steps) and blockIdx.z takes chunk z of the tile's keys, so that a long sequence takes
+ * more blocks than a short one and the blocks' work stays even; it writes its normalized partial
+ * output and log-sum-exp (base 2) in fp32 to the workspace (a chunk past the tile's keys: no
+ * key, lse -inf), and merge() combines a row's shares. */
 #pragma once
 
 #include <math.h>
@@ -41,7 +43,9 @@ struct args {
     void *out;
     float *part_o;   /* splits x rows_total x D: a share's normalized output */
     float *part_lse; /* splits x rows_total: its log2-sum-exp2, -inf where it saw no key */
-    int seqs, q_heads, kv_heads, group, page_size, max_pages, num_pages, total_q, splits;
+    int seqs, q_heads, kv_heads, group, page_size, max_pages, num_pages, total_q;
+    int splits;      /* blocks along blockIdx.z */
+    int chunk_steps; /* steps of keys a split takes: split z takes keys from z * chunk_steps * BN */
     float scale_log2;
 };
 
@@ -156,8 +160,8 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
     const int shift = kv_len - q_len; /* query j sits at position shift + j */
     const int kv_end = max(0, min(kv_len, shift + (r_end - 1) / G + 1));
     const int unmasked = shift + r0 / G + 1; /* keys every row of the tile sees */
-    const int steps = (kv_end + BN - 1) / BN, per = (steps + a.splits - 1) / a.splits;
-    const int st0 = min(steps, split * per), st1 = min(steps, st0 + per);
+    const int steps = (kv_end + BN - 1) / BN;
+    const int st0 = min(steps, split * a.chunk_steps), st1 = min(steps, st0 + a.chunk_steps);
     const T *const q = static_cast<const T *>(a.q);
     const T *const kc = static_cast<const T *>(a.k);
     const T *const vc = static_cast<const T *>(a.v);
