@@ -64,12 +64,12 @@ inline int splits_for(const ktune_rpa_problem &p, int bm, int max_splits, int64_
     return want < 1 ? 1 : (int)want;
 }
 
-template <int WM, int WN, int BN, int STAGES, int SPLITS> struct launcher {
+template <int WM, int WN, int MT, int BN, int STAGES, int SPLITS> struct launcher {
     /* Configurations past the registers or the shared memory a block can have (the space's
      * constraints keep them out) are not compiled for that head_dim. */
     template <int D>
-    static constexpr bool fits =
-        D / 2 + BN / WN / 2 <= 160 && smem_bytes<D, WM, WN, BN, STAGES>() <= 232448;
+    static constexpr bool fits = MT * (D / 2 + BN / WN / 2) <= 128 + 32 * MT &&
+                                 smem_bytes<D, WM, WN, MT, BN, STAGES>() <= 232448;
 
     template <typename T, int D> static cudaError_t run(const ktune_rpa_problem &p, cudaStream_t s)
     {
@@ -82,9 +82,9 @@ template <int WM, int WN, int BN, int STAGES, int SPLITS> struct launcher {
     template <typename T, int D>
     static cudaError_t run_fitting(const ktune_rpa_problem &p, cudaStream_t s)
     {
-        constexpr int BM = 16 * WM;
-        constexpr size_t smem = smem_bytes<D, WM, WN, BN, STAGES>();
-        auto *const kernel = attend<T, D, WM, WN, BN, STAGES>;
+        constexpr int BM = 16 * MT * WM;
+        constexpr size_t smem = smem_bytes<D, WM, WN, MT, BN, STAGES>();
+        auto *const kernel = attend<T, D, WM, WN, MT, BN, STAGES>;
         /* the blocks the device holds at once, asked once a kernel */
         static const int64_t resident = [&] {
             int device = 0, sms = 0, per_sm = 0;

@@ -6,9 +6,10 @@
 
 typedef cudaError_t ktune__rpa_launch_t(const ktune_rpa_problem *problem, cudaStream_t stream);
 
-#define KTUNE_RPA_DEFINE_MMA(fn, warps_m, warps_n, bn, stages, splits)                             \
+#define KTUNE_RPA_DEFINE_MMA(fn, warps_m, warps_n, mtiles, bn, stages, splits)                     \
     extern "C" cudaError_t fn(const ktune_rpa_problem *problem, cudaStream_t stream)               \
     {                                                                                              \
         return ktune_rpa_impl::dispatch<                                                           \
-            ktune_rpa_impl::launcher<warps_m, warps_n, bn, stages, splits>>(problem, stream);      \
+            ktune_rpa_impl::launcher<warps_m, warps_n, mtiles, bn, stages, splits>>(problem,       \
+                                                                                    stream);      \
     }

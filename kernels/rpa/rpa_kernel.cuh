@@ -3,12 +3,13 @@
  * Rows: the queries of a sequence that share a KV head, GQA-packed: row r of sequence s and KV
  * head h is query token r / G of s under q head h * G + r % G (G = q_heads / kv_heads), so that a
  * decode step's G heads form the M of the tensor-core tiles and every KV page a block reads
- * serves all G of them. A block takes BM = 16 * WM rows of one sequence and KV head
+ * serves all G of them. A block takes BM = 16 * MT * WM rows of one sequence and KV head
  * (blockIdx.y) and walks its keys BN tokens a step: K and V tiles gathered from the pages by
  * cp.async into a STAGES-deep ring of swizzled shared memory (no gathered copy of the cache), S =
  * Q K^T and O += P V on m16n8k16 with fp32 accumulators, an online softmax in fp32 between them
  * (exp2 of scores pre-scaled by scale * log2 e), the causal mask only on the steps that reach past
- * the tile's first query. WM x WN warps: WM along the rows (16 each), WN splitting each step's
+ * the warp's first query. WM x WN warps: WM along the rows (16 MT each: MT row tiles share
+ * each K and V fragment a warp reads from shared memory), WN splitting each step's
  * keys (a decode tile has one row tile: its other warps share the keys instead of idling), each
  * with its own softmax state until they merge through shared memory at the end; every thread of
  * the block loads. blockIdx.x counts the batch's tiles: the block finds its sequence and
@@ -85,10 +86,11 @@ template <int BM> __host__ __device__ constexpr int tiles_of(int q_len, int grou
 
 /* A block's shared memory: the queries and the ring of keys and values; after the last step,
  * the warps that split the keys hand their partial rows (m, l and O, lane by lane) over in it. */
-template <int D, int WM, int WN, int BN, int STAGES> __host__ __device__ constexpr size_t smem_bytes()
+template <int D, int WM, int WN, int MT, int BN, int STAGES>
+__host__ __device__ constexpr size_t smem_bytes()
 {
-    constexpr size_t tiles = ((size_t)16 * WM * D + (size_t)2 * STAGES * BN * D) * 2;
-    constexpr size_t handover = (size_t)(WN - 1) * WM * 32 * (D / 2 + 4) * 4;
+    constexpr size_t tiles = ((size_t)16 * MT * WM * D + (size_t)2 * STAGES * BN * D) * 2;
+    constexpr size_t handover = (size_t)(WN - 1) * WM * 32 * MT * (D / 2 + 4) * 4;
     return tiles > handover ? tiles : handover;
 }
 
@@ -127,10 +129,10 @@ __device__ __forceinline__ void find_tile(const args &a, int slot, int &seq, int
     }
 }
 
-template <typename T, int D, int WM, int WN, int BN, int STAGES>
+template <typename T, int D, int WM, int WN, int MT, int BN, int STAGES>
 __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
 {
-    constexpr int BM = 16 * WM, THREADS = WM * WN * 32, CPR = D / 8, KW = BN / WN;
+    constexpr int BM = 16 * MT * WM, THREADS = WM * WN * 32, CPR = D / 8, KW = BN / WN;
     static_assert(KW % 16 == 0 && STAGES >= 2, "whole k16 steps a warp, a ring of two or more");
     extern __shared__ __align__(128) unsigned char smem_raw[];
     T *const sq = reinterpret_cast<T *>(smem_raw);
@@ -159,7 +161,6 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
     const int rows = q_len * G, r0 = tile * BM, r_end = min(rows, r0 + BM);
     const int shift = kv_len - q_len; /* query j sits at position shift + j */
     const int kv_end = max(0, min(kv_len, shift + (r_end - 1) / G + 1));
-    const int unmasked = shift + r0 / G + 1; /* keys every row of the tile sees */
     const int steps = (kv_end + BN - 1) / BN;
     const int st0 = min(steps, split * a.chunk_steps), st1 = min(steps, st0 + a.chunk_steps);
     const T *const q = static_cast<const T *>(a.q);
@@ -197,12 +198,21 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
         cp_async_commit();
     }
 
-    float o[D / 8][4] = {};
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    const int wr = wm * 16;                /* the warp's first row in the tile */
-    const bool busy = r0 + wr < r_end;     /* the warp holds rows of the sequence */
-    const int ra = r0 + wr + lane / 4;     /* this lane's rows: ra and ra + 8 */
-    const int pos[2] = {shift + ra / G, shift + (ra + 8) / G};
+    /* the warp's MT row tiles of 16; this lane's rows in tile t: ra + 16 t and ra + 16 t + 8 */
+    float o[MT][D / 8][4] = {};
+    float m[MT][2], l[MT][2] = {};
+    int pos[MT][2];
+    const int wr = wm * 16 * MT;
+    const bool busy = r0 + wr < r_end;
+    const int ra = r0 + wr + lane / 4;
+    const int unmasked = shift + (r0 + wr) / G + 1; /* keys every row of the warp sees */
+#pragma unroll
+    for (int t = 0; t < MT; t++)
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            m[t][i] = -INFINITY;
+            pos[t][i] = shift + (ra + 16 * t + 8 * i) / G;
+        }
     for (int st = st0; st < st1; st++) {
         cp_async_wait<STAGES - 2>();
         __syncthreads();
@@ -215,11 +225,13 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
         const T *const k_s = sk + buf * BN * D + wn * KW * D, *const v_s = sv + buf * BN * D;
         const int key0 = st * BN + wn * KW; /* the warp's first key of the step */
 
-        float s[KW / 8][4] = {};
+        float s[MT][KW / 8][4] = {};
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++) {
-            uint32_t qa[4];
-            ldmatrix_x4(qa, sq + tile_at<D>(wr + lane % 16, kk * 2 + lane / 16));
+            uint32_t qa[MT][4];
+#pragma unroll
+            for (int t = 0; t < MT; t++)
+                ldmatrix_x4(qa[t], sq + tile_at<D>(wr + 16 * t + lane % 16, kk * 2 + lane / 16));
 #pragma unroll
             for (int nb = 0; nb < KW / 8; nb += 2) {
                 uint32_t kb[4];
@@ -228,62 +240,75 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
                 ldmatrix_x4(kb, k_s + tile_at<D>(nb * 8 + (lane / 16) * 8 + lane % 8,
                                                  kk * 2 + (lane / 8) % 2));
                 const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
-                mma_16816<T>(s[nb], qa, b0);
-                mma_16816<T>(s[nb + 1], qa, b1);
+#pragma unroll
+                for (int t = 0; t < MT; t++) {
+                    mma_16816<T>(s[t][nb], qa[t], b0);
+                    mma_16816<T>(s[t][nb + 1], qa[t], b1);
+                }
             }
         }
         /* scores in log2 units, masked past each row's position on the steps that need it */
         const bool mask = key0 + KW > unmasked;
-        float mx[2] = {m[0], m[1]};
+        uint32_t pa[MT][KW / 16][4];
 #pragma unroll
-        for (int nb = 0; nb < KW / 8; nb++)
+        for (int t = 0; t < MT; t++) {
+            float mx[2] = {m[t][0], m[t][1]};
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int j = key0 + nb * 8 + (lane % 4) * 2 + (e & 1);
-                float x = s[nb][e] * a.scale_log2;
-                if (mask && j > pos[e / 2])
-                    x = -INFINITY;
-                s[nb][e] = x;
-                mx[e / 2] = fmaxf(mx[e / 2], x);
-            }
-        float corr[2], base[2];
+            for (int nb = 0; nb < KW / 8; nb++)
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(~0u, mx[i], 1));
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(~0u, mx[i], 2));
-            base[i] = mx[i] == -INFINITY ? 0.f : mx[i];
-            corr[i] = exp2f(m[i] - base[i]);
-            m[i] = mx[i];
-            l[i] *= corr[i];
-        }
+                for (int e = 0; e < 4; e++) {
+                    const int j = key0 + nb * 8 + (lane % 4) * 2 + (e & 1);
+                    float x = s[t][nb][e] * a.scale_log2;
+                    if (mask && j > pos[t][e / 2])
+                        x = -INFINITY;
+                    s[t][nb][e] = x;
+                    mx[e / 2] = fmaxf(mx[e / 2], x);
+                }
+            float corr[2], base[2];
 #pragma unroll
-        for (int nb = 0; nb < KW / 8; nb++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                s[nb][e] = exp2f(s[nb][e] - base[e / 2]);
-                l[e / 2] += s[nb][e];
+            for (int i = 0; i < 2; i++) {
+                mx[i] = fmaxf(mx[i], __shfl_xor_sync(~0u, mx[i], 1));
+                mx[i] = fmaxf(mx[i], __shfl_xor_sync(~0u, mx[i], 2));
+                base[i] = mx[i] == -INFINITY ? 0.f : mx[i];
+                corr[i] = exp2f(m[t][i] - base[i]);
+                m[t][i] = mx[i];
+                l[t][i] *= corr[i];
             }
 #pragma unroll
-        for (int dn = 0; dn < D / 8; dn++) {
-            o[dn][0] *= corr[0];
-            o[dn][1] *= corr[0];
-            o[dn][2] *= corr[1];
-            o[dn][3] *= corr[1];
+            for (int nb = 0; nb < KW / 8; nb++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    s[t][nb][e] = exp2f(s[t][nb][e] - base[e / 2]);
+                    l[t][e / 2] += s[t][nb][e];
+                }
+#pragma unroll
+            for (int dn = 0; dn < D / 8; dn++) {
+                o[t][dn][0] *= corr[0];
+                o[t][dn][1] *= corr[0];
+                o[t][dn][2] *= corr[1];
+                o[t][dn][3] *= corr[1];
+            }
+#pragma unroll
+            for (int kb = 0; kb < KW / 16; kb++) {
+                pa[t][kb][0] = pack2<T>(s[t][2 * kb][0], s[t][2 * kb][1]);
+                pa[t][kb][1] = pack2<T>(s[t][2 * kb][2], s[t][2 * kb][3]);
+                pa[t][kb][2] = pack2<T>(s[t][2 * kb + 1][0], s[t][2 * kb + 1][1]);
+                pa[t][kb][3] = pack2<T>(s[t][2 * kb + 1][2], s[t][2 * kb + 1][3]);
+            }
         }
 #pragma unroll
         for (int kb = 0; kb < KW / 16; kb++) {
-            const uint32_t pa[4] = {pack2<T>(s[2 * kb][0], s[2 * kb][1]),
-                                    pack2<T>(s[2 * kb][2], s[2 * kb][3]),
-                                    pack2<T>(s[2 * kb + 1][0], s[2 * kb + 1][1]),
-                                    pack2<T>(s[2 * kb + 1][2], s[2 * kb + 1][3])};
             const int vr = wn * KW + kb * 16 + ((lane / 8) % 2) * 8 + lane % 8;
 #pragma unroll
             for (int dn = 0; dn < D / 8; dn += 2) {
                 uint32_t vb[4];
                 ldmatrix_x4_trans(vb, v_s + tile_at<D>(vr, dn + lane / 16));
                 const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
-                mma_16816<T>(o[dn], pa, b0);
-                mma_16816<T>(o[dn + 1], pa, b1);
+#pragma unroll
+                for (int t = 0; t < MT; t++) {
+                    mma_16816<T>(o[t][dn], pa[t][kb], b0);
+                    mma_16816<T>(o[t][dn + 1], pa[t][kb], b1);
+                }
             }
         }
     }
@@ -294,40 +319,46 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
          * by lane (the same rows and columns in every warp), through the ring's memory */
         __syncthreads();
         float *const hand = reinterpret_cast<float *>(smem_raw);
-        constexpr int PER = D / 2 + 4; /* floats a lane hands over */
+        constexpr int PER = MT * (D / 2 + 4); /* floats a lane hands over */
         if (busy && wn > 0) {
-            float *const h = hand + ((size_t)(wm * (WN - 1) + wn - 1) * 32 + lane) * PER;
-            h[0] = m[0];
-            h[1] = m[1];
-            h[2] = l[0];
-            h[3] = l[1];
+            float *h = hand + ((size_t)(wm * (WN - 1) + wn - 1) * 32 + lane) * PER;
 #pragma unroll
-            for (int dn = 0; dn < D / 8; dn++)
+            for (int t = 0; t < MT; t++, h += D / 2 + 4) {
+                h[0] = m[t][0];
+                h[1] = m[t][1];
+                h[2] = l[t][0];
+                h[3] = l[t][1];
 #pragma unroll
-                for (int e = 0; e < 4; e++)
-                    h[4 + dn * 4 + e] = o[dn][e];
+                for (int dn = 0; dn < D / 8; dn++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        h[4 + dn * 4 + e] = o[t][dn][e];
+            }
         }
         __syncthreads();
         if (!busy || wn > 0)
             return;
 #pragma unroll
         for (int w = 1; w < WN; w++) {
-            const float *const h = hand + ((size_t)(wm * (WN - 1) + w - 1) * 32 + lane) * PER;
-            float ca[2], cb[2];
+            const float *h = hand + ((size_t)(wm * (WN - 1) + w - 1) * 32 + lane) * PER;
 #pragma unroll
-            for (int i = 0; i < 2; i++) {
-                const float top = fmaxf(m[i], h[i]);
-                const float b = top == -INFINITY ? 0.f : top;
-                ca[i] = exp2f(m[i] - b);
-                cb[i] = exp2f(h[i] - b);
-                m[i] = top;
-                l[i] = l[i] * ca[i] + h[2 + i] * cb[i];
+            for (int t = 0; t < MT; t++, h += D / 2 + 4) {
+                float ca[2], cb[2];
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    const float top = fmaxf(m[t][i], h[i]);
+                    const float b = top == -INFINITY ? 0.f : top;
+                    ca[i] = exp2f(m[t][i] - b);
+                    cb[i] = exp2f(h[i] - b);
+                    m[t][i] = top;
+                    l[t][i] = l[t][i] * ca[i] + h[2 + i] * cb[i];
+                }
+#pragma unroll
+                for (int dn = 0; dn < D / 8; dn++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        o[t][dn][e] = o[t][dn][e] * ca[e / 2] + h[4 + dn * 4 + e] * cb[e / 2];
             }
-#pragma unroll
-            for (int dn = 0; dn < D / 8; dn++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    o[dn][e] = o[dn][e] * ca[e / 2] + h[4 + dn * 4 + e] * cb[e / 2];
         }
     }
     if (!busy)
@@ -336,31 +367,34 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
     /* the rows' sums over their quads; then the output, or this split's share */
     const int rows_total = a.total_q * a.q_heads;
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        l[i] += __shfl_xor_sync(~0u, l[i], 1);
-        l[i] += __shfl_xor_sync(~0u, l[i], 2);
-        const int r = ra + 8 * i;
-        if (r >= r_end)
-            continue;
-        const int64_t row = (int64_t)(q0 + r / G) * a.q_heads + kvh * G + r % G;
-        const float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
-        if (a.splits == 1) {
-            T *const out = static_cast<T *>(a.out) + row * D + (lane % 4) * 2;
+    for (int t = 0; t < MT; t++)
 #pragma unroll
-            for (int dn = 0; dn < D / 8; dn++)
-                *reinterpret_cast<uint32_t *>(out + dn * 8) =
-                    pack2<T>(o[dn][2 * i] * inv, o[dn][2 * i + 1] * inv);
-        } else {
-            const int64_t at = (int64_t)split * rows_total + row;
-            float *const out = a.part_o + at * D + (lane % 4) * 2;
+        for (int i = 0; i < 2; i++) {
+            float sum = l[t][i];
+            sum += __shfl_xor_sync(~0u, sum, 1);
+            sum += __shfl_xor_sync(~0u, sum, 2);
+            const int r = ra + 16 * t + 8 * i;
+            if (r >= r_end)
+                continue;
+            const int64_t row = (int64_t)(q0 + r / G) * a.q_heads + kvh * G + r % G;
+            const float inv = sum > 0.f ? 1.f / sum : 0.f;
+            if (a.splits == 1) {
+                T *const out = static_cast<T *>(a.out) + row * D + (lane % 4) * 2;
 #pragma unroll
-            for (int dn = 0; dn < D / 8; dn++)
-                *reinterpret_cast<float2 *>(out + dn * 8) =
-                    make_float2(o[dn][2 * i] * inv, o[dn][2 * i + 1] * inv);
-            if (lane % 4 == 0)
-                a.part_lse[at] = l[i] > 0.f ? m[i] + log2f(l[i]) : -INFINITY;
+                for (int dn = 0; dn < D / 8; dn++)
+                    *reinterpret_cast<uint32_t *>(out + dn * 8) =
+                        pack2<T>(o[t][dn][2 * i] * inv, o[t][dn][2 * i + 1] * inv);
+            } else {
+                const int64_t at = (int64_t)split * rows_total + row;
+                float *const out = a.part_o + at * D + (lane % 4) * 2;
+#pragma unroll
+                for (int dn = 0; dn < D / 8; dn++)
+                    *reinterpret_cast<float2 *>(out + dn * 8) =
+                        make_float2(o[t][dn][2 * i] * inv, o[t][dn][2 * i + 1] * inv);
+                if (lane % 4 == 0)
+                    a.part_lse[at] = sum > 0.f ? m[t][i] + log2f(sum) : -INFINITY;
+            }
         }
-    }
 }
 
 /* out's row (a query token under a head, of rows_total) from the splits' shares: each weighted
