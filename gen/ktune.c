@@ -70,6 +70,7 @@ typedef struct {
     const char *keys, *untuned, *shapes, *random_models;
     int sms, cc;
     int tp_size, ep_size;
+    int page_size, head_dim, num_q_heads, num_kv_heads, max_model_len;
     int argc;
     char **argv;
     int samples, screen_samples, top, gpu, shards, seed, patience, shard, shard_count, repeats;
@@ -246,6 +247,18 @@ static const option_spec option_table[] = {
         "shapes, e.g. matmul: each dtype its own shapes use)"),
     OPT("--w-q-dtype", OPT_TEXT, w_q_dtype, 0, 0, NULL, "DTYPE",
         "the weight's quantized type (int8); the same as --x-q-dtype"),
+    OPT("--page-size", OPT_INT, page_size, 1, 1024, NULL, "N",
+        "an attention layer's shapes instead of the space's (families keyed\n"
+        "by q_len, page_size, head_dim, q_heads, kv_heads, max_len): tokens\n"
+        "a KV page (128); with --head-dim (128), --num-q-heads (128, global),\n"
+        "--num-kv-heads (1, global), --max-model-len (1024), --tp-size (1);\n"
+        "each q_len and dtype of the space's own shapes"),
+    OPT("--head-dim", OPT_INT, head_dim, 1, 1024, NULL, "N", "with --page-size: see there"),
+    OPT("--num-q-heads", OPT_INT, num_q_heads, 1, 65535, NULL, "N", "with --page-size: see there"),
+    OPT("--num-kv-heads", OPT_INT, num_kv_heads, 1, 65535, NULL, "N",
+        "with --page-size: see there"),
+    OPT("--max-model-len", OPT_INT, max_model_len, 1, 1048576, NULL, "N",
+        "with --page-size: see there"),
     OPT("--key", OPT_TEXT, keys, 0, 0, NULL, "K",
         "these keys instead of the space's shapes: every dimension as\n"
         "name=value, e.g. 'dtype=bf16,m=3,n=4096,k=4096'; several keys\n"
@@ -454,6 +467,8 @@ static int load_space(const options *o, ktune_space *s)
         return usage_error("%s needs a family or --space", o->command);
     }
     const int linear = o->out_in_features != NULL;
+    const int attention = o->page_size || o->head_dim || o->num_q_heads || o->num_kv_heads ||
+                          o->max_model_len;
     /* the flags that name keys outright: at most one, and no flag that derives shapes */
     const char *named[4];
     int nnamed = 0;
@@ -469,6 +484,7 @@ static int load_space(const options *o, ktune_space *s)
         const char *other = nnamed > 1        ? named[1]
                             : o->model        ? "--model"
                             : linear          ? "--out-in-features"
+                            : attention       ? "--page-size"
                             : o->batch_sizes  ? "--batch-sizes"
                             : o->seq_lengths  ? "--seq-lengths"
                             : o->tp_size      ? "--tp-size"
@@ -480,8 +496,15 @@ static int load_space(const options *o, ktune_space *s)
             return usage_error("%s both name shapes: give one", text);
         }
     }
-    if (o->tp_size && !o->model && !linear)
-        return usage_error("--tp-size needs --model or --out-in-features%s", "");
+    if (o->tp_size && !o->model && !linear && !attention)
+        return usage_error("--tp-size needs --model, --out-in-features or --page-size%s", "");
+    if (attention && (o->model || linear || o->batch_sizes || o->seq_lengths || o->ep_size))
+        return usage_error("--page-size and %s both name shapes: give one",
+                           o->model          ? "--model"
+                           : linear          ? "--out-in-features"
+                           : o->batch_sizes  ? "--batch-sizes"
+                           : o->seq_lengths  ? "--seq-lengths"
+                                             : "--ep-size");
     if (linear && (o->seq_lengths || o->ep_size))
         return usage_error("%s applies to shapes derived from models, not to --out-in-features",
                            o->seq_lengths ? "--seq-lengths" : "--ep-size");
@@ -493,6 +516,11 @@ static int load_space(const options *o, ktune_space *s)
     if (linear && o->model)
         return usage_error("--model and --out-in-features both name shapes: give one%s", "");
     ktune_err err;
+    ktune_attention_shapes att;
+    if (attention && ktune_attention_parse(o->page_size, o->head_dim, o->num_q_heads,
+                                           o->num_kv_heads, o->max_model_len, o->tp_size, &att,
+                                           &err))
+        return usage_error("%s", err.msg);
     ktune_linear_shapes lin;
     if (linear && ktune_linear_parse(o->batch_sizes, o->out_in_features, o->tp_size,
                                      o->tp_split_dim, o->x_q_dtype, o->w_q_dtype, &lin, &err))
@@ -505,7 +533,7 @@ static int load_space(const options *o, ktune_space *s)
                                              KTUNE_LINEAR_MAX, &nseqs, &err)))
         return usage_error("%s", err.msg);
     ktune_space_opts so = {.model = o->model,
-                           .tp = linear ? 0 : o->tp_size,
+                           .tp = linear || attention ? 0 : o->tp_size,
                            .ep = o->ep_size,
                            .batches = batches,
                            .nbatches = nbatches,
@@ -513,6 +541,7 @@ static int load_space(const options *o, ktune_space *s)
                            .nseqs = nseqs,
                            .where = o->where,
                            .linear = linear ? &lin : NULL,
+                           .attention = attention ? &att : NULL,
                            .keys = o->keys,
                            .untuned = o->untuned,
                            .shapes = o->shapes,

@@ -519,6 +519,60 @@ static int load_linear(const ktune_linear_shapes *lin, const int64_t *dtypes, in
     return 0;
 }
 
+/* The command line's attention layer (attention.h) as shapes of s: one for each dtype and q_len
+ * (at most max_len) of own, the space's own shapes. */
+static int load_attention(const ktune_attention_shapes *a, const ktune_space *own,
+                          ktune_space *s, shape_list *l, ktune_err *err)
+{
+    static const char *const names[] = {"q_len",    "page_size", "head_dim",
+                                        "q_heads",  "kv_heads",  "max_len"};
+    enum { NAMES = sizeof names / sizeof names[0] };
+    const int64_t values[NAMES] = {0, a->page_size, a->head_dim, a->q_heads, a->kv_heads,
+                                   a->max_len};
+    int dim[NAMES], dtype_dim = -1;
+    for (int j = 0; j < NAMES; j++)
+        dim[j] = -1;
+    for (int d = 0; d < s->nkey; d++) {
+        int known = s->key[d].kind == KTUNE_DIM_DTYPE;
+        if (known)
+            dtype_dim = d;
+        for (int j = 0; j < NAMES; j++)
+            if (strcmp(s->key[d].name, names[j]) == 0)
+                dim[j] = d, known = 1;
+        if (!known)
+            return ktune_fail(err, "--page-size: %s's key has a dimension %s beside an "
+                                   "attention layer's; give its shapes in the space",
+                              s->family, s->key[d].name);
+    }
+    for (int j = 0; j < NAMES; j++)
+        if (dim[j] < 0)
+            return ktune_fail(err, "--page-size: %s's key has no dimension %s", s->family,
+                              names[j]);
+    int64_t dtypes[KTUNE_DTYPE_COUNT];
+    const int ndtypes = ktune_shapes_dtypes(own, dtypes);
+    int count = 0;
+    for (int i = 0; i < own->nshapes; i++) {
+        const int64_t q_len = own->shapes[i].key[dim[0]];
+        int seen = q_len > a->max_len;
+        for (int j = 0; j < i && !seen; j++)
+            seen = own->shapes[j].key[dim[0]] == q_len;
+        for (int t = 0; t < (dtype_dim >= 0 ? ndtypes : 1) && !seen; t++) {
+            int64_t key[KTUNE_MAX_KEY] = {0};
+            for (int j = 0; j < NAMES; j++)
+                key[dim[j]] = j == 0 ? q_len : values[j];
+            if (dtype_dim >= 0)
+                key[dtype_dim] = dtypes[t];
+            if (shape_add(l, key, NULL, NULL, err))
+                return -1;
+            count++;
+        }
+    }
+    if (count == 0)
+        return ktune_fail(err, "--max-model-len %lld: no q_len of %s's shapes is at most that",
+                          (long long)a->max_len, s->family);
+    return 0;
+}
+
 int ktune_shapes_dtypes(const ktune_space *s, int64_t *dtypes)
 {
     int dd = -1, count = 0;
@@ -606,8 +660,15 @@ int ktune_shapes_load(const char *file, const ktune_node *n, ktune_space *s,
     shape_list l = {0};
     int rc = 0, models = 0, listing = 0;
     /* the command line's keys */
-    const int named = o && (o->linear || o->keys || o->untuned || o->shapes || o->random_models);
-    if (o && o->linear) {
+    const int named = o && (o->linear || o->attention || o->keys || o->untuned || o->shapes ||
+                            o->random_models);
+    if (o && o->attention) {
+        ktune_space own; /* the space's own shapes: their dtypes and q_len */
+        rc = load_own(file, n, s, &own, err);
+        if (rc == 0)
+            rc = load_attention(o->attention, &own, s, &l, err);
+        free(own.shapes);
+    } else if (o && o->linear) {
         int64_t dtypes[KTUNE_DTYPE_COUNT];
         int ndtypes;
         rc = linear_dtypes(file, n, s, o->linear, dtypes, &ndtypes, err);

@@ -6,6 +6,7 @@
 
 #include "ktune_table.h"
 #include "expr.h"
+#include "attention.h"
 #include "linear.h"
 #include "util.h"
 
@@ -76,6 +77,8 @@ typedef struct {
     const char *where; /* only the shapes for which this expression over the key holds (--where) */
     const ktune_linear_shapes *linear; /* these linear layers' shapes instead of the space's
                                           (--batch-sizes, --out-in-features...), or NULL */
+    const ktune_attention_shapes *attention; /* an attention layer's shapes instead of the
+                                                space's (--page-size, --head-dim, ...), or NULL */
     const char *keys;    /* these keys instead of the space's shapes (--key, keys.h), or NULL */
     const char *untuned; /* the keys of this file instead (--untuned, keys.h), or NULL */
     const char *shapes;  /* the keys of this file instead (--shapes, keys.h), or NULL */
