@@ -85,7 +85,8 @@ template <int WM, int WN, int MT, int BN, int STAGES, int SPLITS> struct launche
         constexpr int BM = 16 * MT * WM;
         constexpr size_t smem = smem_bytes<D, WM, WN, MT, BN, STAGES>();
         auto *const kernel = attend<T, D, WM, WN, MT, BN, STAGES>;
-        /* the blocks the device holds at once, asked once a kernel */
+        /* the blocks the device holds at once, asked once a kernel (of the device it first
+         * runs on: a process's GPUs are one model, as a table's are) */
         static const int64_t resident = [&] {
             int device = 0, sms = 0, per_sm = 0;
             if (cudaGetDevice(&device) != cudaSuccess ||
