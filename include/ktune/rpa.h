@@ -33,6 +33,13 @@ extern "C" {
  * numbers outside the contract give unspecified values in out but never an access outside the
  * tensors (they are clamped to total_q, max_pages * page_size and num_pages).
  *
+ * decode_seqs: how many of the first sequences decode (one query each), or 0 when the caller
+ * does not say. Given (0 < decode_seqs < seqs), the call runs them and the others as two
+ * launches, each with the configuration of its own key (its q_len): one configuration for the
+ * whole batch serves a batch of many decoding sequences beside a few long prefills badly
+ * (measured on an H100: 1.14x the time of its parts). Sequences that do not keep it get
+ * unspecified values in out, as lengths outside the contract do.
+ *
  * workspace: fp32 partial results of KV splits (flash-decoding), at least
  * ktune_rpa_workspace_bytes(total_q, q_heads, head_dim, splits) bytes for `splits` splits,
  * 16-byte aligned; a call splits a sequence's keys over at most as many blocks as the workspace
@@ -47,7 +54,7 @@ typedef struct {
     void *out;
     void *workspace;
     size_t workspace_bytes;
-    int64_t total_q, seqs, q_heads, kv_heads, head_dim;
+    int64_t total_q, seqs, decode_seqs, q_heads, kv_heads, head_dim;
     int64_t page_size, num_pages, max_pages;
     float scale;
     ktune_dtype dtype;
@@ -58,7 +65,8 @@ typedef struct {
  * workspace) and where the size does not fit a size_t. */
 size_t ktune_rpa_workspace_bytes(int64_t total_q, int64_t q_heads, int64_t head_dim, int splits);
 
-/* Rules (KTUNE_ERROR_INVALID_ARGUMENT otherwise): seqs >= 1, total_q >= 0 (0: nothing to do),
+/* Rules (KTUNE_ERROR_INVALID_ARGUMENT otherwise): seqs >= 1, 0 <= decode_seqs <= min(seqs,
+ * total_q), total_q >= 0 (0: nothing to do),
  * head_dim 64, 128 or 256, kv_heads >= 1, q_heads a multiple of kv_heads, page_size a multiple of
  * 8 from 8 to 1024, num_pages and max_pages >= 1, scale finite, q, the caches and out 16-byte
  * aligned, every pointer but workspace non-NULL, sizes whose products fit int64 (and row counts
@@ -67,7 +75,8 @@ ktune_status ktune_rpa(const ktune_rpa_problem *problem, cudaStream_t stream);
 
 /* The configuration ktune_rpa would launch for this problem on the current device (its key:
  * dtype, q_len = total_q / seqs rounded up, page_size, head_dim, q_heads, kv_heads and
- * max_len = max_pages * page_size). */
+ * max_len = max_pages * page_size); with decode_seqs given, the configuration of the sequences
+ * after them (the prefill part's key). */
 ktune_status ktune_rpa_explain(const ktune_rpa_problem *problem, ktune_choice *choice);
 
 #ifdef __cplusplus

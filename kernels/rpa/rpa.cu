@@ -12,11 +12,10 @@ static const ktune_family family = ktune__rpa_family();
 
 extern "C" const ktune_family *ktune__family_rpa(void) { return &family; }
 
+/* The configuration of a part of a batch (ktune_rpa_impl::parts_of's). */
 static ktune_status choose(const ktune_rpa_problem *p, int *instance, ktune_choice *choice,
                            cudaStream_t stream = 0, ktune_adapt_token *token = nullptr)
 {
-    if (!p || !ktune_rpa_impl::problem_ok(*p))
-        return KTUNE_ERROR_INVALID_ARGUMENT;
     const ktune_device *device;
     ktune_status st = ktune__device_current(&device);
     if (st != KTUNE_OK)
@@ -32,23 +31,33 @@ static ktune_status choose(const ktune_rpa_problem *p, int *instance, ktune_choi
 
 extern "C" ktune_status ktune_rpa(const ktune_rpa_problem *problem, cudaStream_t stream)
 {
-    int instance;
-    ktune_adapt_token token;
-    ktune_status st = choose(problem, &instance, NULL, stream, &token);
-    if (st != KTUNE_OK)
-        return st;
-    ktune__rpa_launch_t *launch = (ktune__rpa_launch_t *)family.instances[instance].launch;
-    const cudaError_t e = launch(problem, stream);
-    ktune__adapt_end(&token, stream);
-    return e == cudaSuccess ? KTUNE_OK : KTUNE_ERROR_CUDA;
+    if (!problem || !ktune_rpa_impl::problem_ok(*problem))
+        return KTUNE_ERROR_INVALID_ARGUMENT;
+    ktune_rpa_problem part[2];
+    const int parts = ktune_rpa_impl::parts_of(*problem, part);
+    for (int i = 0; i < parts; i++) {
+        int instance;
+        ktune_adapt_token token;
+        const ktune_status st = choose(&part[i], &instance, NULL, stream, &token);
+        if (st != KTUNE_OK)
+            return st;
+        ktune__rpa_launch_t *launch = (ktune__rpa_launch_t *)family.instances[instance].launch;
+        const cudaError_t e = launch(&part[i], stream);
+        ktune__adapt_end(&token, stream);
+        if (e != cudaSuccess)
+            return KTUNE_ERROR_CUDA;
+    }
+    return KTUNE_OK;
 }
 
 extern "C" ktune_status ktune_rpa_explain(const ktune_rpa_problem *problem, ktune_choice *choice)
 {
-    if (!choice)
+    if (!choice || !problem || !ktune_rpa_impl::problem_ok(*problem))
         return KTUNE_ERROR_INVALID_ARGUMENT;
+    ktune_rpa_problem part[2];
+    const int parts = ktune_rpa_impl::parts_of(*problem, part);
     int instance;
-    return choose(problem, &instance, choice);
+    return choose(&part[parts - 1], &instance, choice);
 }
 
 extern "C" size_t ktune_rpa_workspace_bytes(int64_t total_q, int64_t q_heads, int64_t head_dim,

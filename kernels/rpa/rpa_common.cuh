@@ -11,6 +11,8 @@ namespace ktune_rpa_impl {
 inline bool problem_ok(const ktune_rpa_problem &p)
 {
     const bool sizes = p.seqs >= 1 && p.seqs < INT32_MAX && p.total_q >= 0 && p.kv_heads >= 1 &&
+                       p.decode_seqs >= 0 && p.decode_seqs <= p.seqs &&
+                       p.decode_seqs <= p.total_q &&
                        p.q_heads >= p.kv_heads && p.q_heads % p.kv_heads == 0 &&
                        (p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256) &&
                        p.page_size >= 8 && p.page_size <= 1024 && p.page_size % 8 == 0 &&
@@ -25,6 +27,30 @@ inline bool problem_ok(const ktune_rpa_problem &p)
            (uintptr_t)p.q % 16 == 0 && (uintptr_t)p.k_cache % 16 == 0 &&
            (uintptr_t)p.v_cache % 16 == 0 && (uintptr_t)p.out % 16 == 0 &&
            (p.workspace_bytes == 0 || (p.workspace && (uintptr_t)p.workspace % 16 == 0));
+}
+
+/* The parts a batch runs as (include/ktune/rpa.h's decode_seqs): itself, or its decode_seqs
+ * decoding sequences and the others, each a batch of its own (the second's queries, outputs,
+ * lengths and page table rows start at its first sequence's; cu_q_lens keeps counting from the
+ * batch's 0, which the kernel subtracts). How many, 1 or 2. */
+inline int parts_of(const ktune_rpa_problem &p, ktune_rpa_problem part[2])
+{
+    part[0] = p;
+    part[0].decode_seqs = 0;
+    if (p.decode_seqs <= 0 || p.decode_seqs >= p.seqs)
+        return 1;
+    const int64_t d = p.decode_seqs, row = d * p.q_heads * p.head_dim * 2;
+    part[1] = part[0];
+    part[0].seqs = d;
+    part[0].total_q = d;
+    part[1].seqs = p.seqs - d;
+    part[1].total_q = p.total_q - d;
+    part[1].q = static_cast<const char *>(p.q) + row;
+    part[1].out = static_cast<char *>(p.out) + row;
+    part[1].cu_q_lens = p.cu_q_lens + d;
+    part[1].kv_lens = p.kv_lens + d;
+    part[1].page_table = p.page_table + d * p.max_pages;
+    return 2;
 }
 
 /* include/ktune/rpa.h's ktune_rpa_workspace_bytes. */

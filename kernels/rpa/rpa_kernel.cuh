@@ -14,7 +14,8 @@
  * with its own softmax state until they merge through shared memory at the end; every thread of
  * the block loads. blockIdx.x counts the batch's tiles: the block finds its sequence and
  * tile by a warp's scan of cu_q_lens (no host-side plan, so a call can be captured in a graph);
- * slots past the batch's tiles exit.
+ * slots past the batch's tiles exit. Query rows count from cu_q_lens[0] (0 for a batch; a part
+ * of one starts where its first sequence's queries do).
  *
  * Split KV (flash-decoding): with splits > 1, the keys are cut in chunks of max_len / splits
  * (whole steps) and blockIdx.z takes chunk z of the tile's keys, so that a long sequence takes
@@ -99,7 +100,7 @@ __host__ __device__ constexpr size_t smem_bytes()
 template <int BM>
 __device__ __forceinline__ void find_tile(const args &a, int slot, int &seq, int &tile)
 {
-    const int lane = threadIdx.x % 32;
+    const int lane = threadIdx.x % 32, base = __ldg(a.cu_q);
     int before = 0;
     seq = -1;
     tile = 0;
@@ -107,8 +108,8 @@ __device__ __forceinline__ void find_tile(const args &a, int slot, int &seq, int
         const int s = s0 + lane;
         int tiles = 0;
         if (s < a.seqs) {
-            const int q0 = min(max(__ldg(a.cu_q + s), 0), a.total_q);
-            const int q1 = min(max(__ldg(a.cu_q + s + 1), q0), a.total_q);
+            const int q0 = min(max(__ldg(a.cu_q + s) - base, 0), a.total_q);
+            const int q1 = min(max(__ldg(a.cu_q + s + 1) - base, q0), a.total_q);
             tiles = tiles_of<BM>(q1 - q0, a.group);
         }
         int inclusive = tiles;
@@ -155,8 +156,9 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
     if (seq < 0)
         return;
     const int kvh = blockIdx.y, split = blockIdx.z, G = a.group;
-    const int q0 = min(max(__ldg(a.cu_q + seq), 0), a.total_q);
-    const int q_len = min(max(__ldg(a.cu_q + seq + 1), q0), a.total_q) - q0;
+    const int base = __ldg(a.cu_q); /* 0 but in a part of a batch (rpa_common.cuh) */
+    const int q0 = min(max(__ldg(a.cu_q + seq) - base, 0), a.total_q);
+    const int q_len = min(max(__ldg(a.cu_q + seq + 1) - base, q0), a.total_q) - q0;
     const int kv_len = min(max(__ldg(a.kv_lens + seq), 0), a.max_pages * a.page_size);
     const int rows = q_len * G, r0 = tile * BM, r_end = min(rows, r0 + BM);
     const int shift = kv_len - q_len; /* query j sits at position shift + j */

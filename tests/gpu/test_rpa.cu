@@ -3,8 +3,9 @@
  * batch, grouped-query ratios 1, 4 and 8, head_dim 64, 128 and 256, pages of 8, 16 and 24 tokens,
  * a query that attends to nothing (kv_len < q_len), bf16 and f16, on poisoned outputs, against a
  * host reference in double over the gathered pages; with a workspace (splits and their merge) and
- * without. Then the public entry point: its argument checks, total_q 0, capture in a CUDA graph,
- * and lengths and page numbers outside the contract (no fault). Exits 77 without a GPU. */
+ * without. Then the public entry point: its argument checks, total_q 0, capture in a CUDA graph
+ * (with the leading decoding sequences named: a batch in two parts), and lengths and page numbers
+ * outside the contract (no fault). Exits 77 without a GPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@ extern const int ktune__rpa_candidates_count;
 struct batch_case {
     int dtype, head_dim, q_heads, kv_heads, page_size;
     std::vector<int> q_lens, kv_lens;
+    int decode_first; /* the leading sequences of one query: the entry point's decode_seqs */
 };
 
 struct problem {
@@ -214,15 +216,17 @@ int main()
     }
     std::vector<batch_case> cases = {
         /* decode only, GQA 8, pages of 16 */
-        {KTUNE_BF16, 128, 8, 1, 16, {1, 1, 1, 1, 1}, {1, 17, 300, 64, 129}},
+        {KTUNE_BF16, 128, 8, 1, 16, {1, 1, 1, 1, 1}, {1, 17, 300, 64, 129}, 5},
         /* mixed: prefill with a cached prefix, decode, a prefill of the whole sequence */
-        {KTUNE_F16, 128, 32, 8, 16, {37, 1, 5, 1, 70}, {100, 250, 5, 1, 70}},
+        {KTUNE_F16, 128, 32, 8, 16, {37, 1, 5, 1, 70}, {100, 250, 5, 1, 70}, 0},
         /* MHA, pages of 24 tokens, head_dim 64 */
-        {KTUNE_BF16, 64, 6, 6, 24, {1, 19, 3}, {95, 19, 400}},
+        {KTUNE_BF16, 64, 6, 6, 24, {1, 19, 3}, {95, 19, 400}, 1},
         /* head_dim 256, GQA 2, pages of 8 */
-        {KTUNE_F16, 256, 4, 2, 8, {9, 1}, {40, 77}},
+        {KTUNE_F16, 256, 4, 2, 8, {9, 1}, {40, 77}, 0},
         /* a long prefill (tiles of many steps) and a query that attends to nothing */
-        {KTUNE_BF16, 128, 16, 2, 16, {130, 3}, {700, 2}},
+        {KTUNE_BF16, 128, 16, 2, 16, {130, 3}, {700, 2}, 0},
+        /* decoding sequences first, then prefills: the entry point runs them as two parts */
+        {KTUNE_F16, 128, 16, 2, 16, {1, 1, 1, 40, 9, 1}, {300, 20, 77, 100, 9, 33}, 3},
     };
     long long checked = 0, failures = 0, refused = 0;
     for (size_t ci = 0; ci < cases.size(); ci++) {
@@ -261,13 +265,15 @@ int main()
                 }
             }
         }
-        /* the public entry point, captured in a graph and replayed */
+        /* the public entry point, captured in a graph and replayed, with the case's leading
+         * decoding sequences named (two parts where they are some of the sequences) */
         cudaStream_t s;
         cudaGraph_t graph;
         cudaGraphExec_t exec;
         CHECK(cudaStreamCreate(&s));
         CHECK(cudaMemset(p.out, 0xff, p.ref.size() * 2));
-        const ktune_rpa_problem a = api_of(p, true);
+        ktune_rpa_problem a = api_of(p, true);
+        a.decode_seqs = p.c.decode_first;
         CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
         const ktune_status st = ktune_rpa(&a, s);
         CHECK(cudaStreamEndCapture(s, &graph));
@@ -279,8 +285,8 @@ int main()
         checked++;
         if (st != KTUNE_OK || bad) {
             failures++;
-            printf("FAIL ktune_rpa case %zu in a graph: %s, %lld wrong\n", ci,
-                   ktune_status_string(st), bad);
+            printf("FAIL ktune_rpa case %zu (decode_seqs %d) in a graph: %s, %lld wrong\n", ci,
+                   p.c.decode_first, ktune_status_string(st), bad);
         }
         CHECK(cudaGraphExecDestroy(exec));
         CHECK(cudaGraphDestroy(graph));
@@ -302,6 +308,8 @@ int main()
                  [](ktune_rpa_problem &x) { x.workspace = (char *)x.workspace + 4; }},
                 {"scale NaN", [](ktune_rpa_problem &x) { x.scale = NAN; }},
                 {"dtype f32", [](ktune_rpa_problem &x) { x.dtype = KTUNE_F32; }},
+                {"decode_seqs past seqs", [](ktune_rpa_problem &x) { x.decode_seqs = x.seqs + 1; }},
+                {"decode_seqs -1", [](ktune_rpa_problem &x) { x.decode_seqs = -1; }},
             };
             for (const bad_case &b : bads) {
                 ktune_rpa_problem x = api_of(p, true);
