@@ -1,5 +1,6 @@
 /* ktune rpa: ragged paged attention, a batch mixing prefill and decode sequences over a paged KV
- * cache in one launch, tuned per (dtype, q_len, page_size, head_dim, q_heads, kv_heads, max_len). */
+ * cache in one launch, tuned per (dtype, q_len, page_size, head_dim, q_heads, kv_heads,
+ * max_len). */
 #ifndef KTUNE_RPA_H
 #define KTUNE_RPA_H
 
@@ -36,9 +37,9 @@ extern "C" {
  * decode_seqs: how many of the first sequences decode (one query each), or 0 when the caller
  * does not say. Given (0 < decode_seqs < seqs), the call runs them and the others as two
  * launches, each with the configuration of its own key (its q_len): one configuration for the
- * whole batch serves a batch of many decoding sequences beside a few long prefills badly
- * (measured on an H100: 1.11-1.14x the time of its parts, 1.02x given decode_seqs). Sequences that do not keep it get
- * unspecified values in out, as lengths outside the contract do.
+ * whole batch serves a batch of many decoding sequences beside a few long prefills badly.
+ * Sequences that do not keep it get unspecified values in out, as lengths outside the contract
+ * do.
  *
  * workspace: fp32 partial results of KV splits (flash-decoding), at least
  * ktune_rpa_workspace_bytes(total_q, q_heads, head_dim, splits) bytes for `splits` splits,
@@ -66,11 +67,11 @@ typedef struct {
 size_t ktune_rpa_workspace_bytes(int64_t total_q, int64_t q_heads, int64_t head_dim, int splits);
 
 /* Rules (KTUNE_ERROR_INVALID_ARGUMENT otherwise): seqs >= 1, 0 <= decode_seqs <= min(seqs,
- * total_q), total_q >= 0 (0: nothing to do),
- * head_dim 64, 128 or 256, kv_heads >= 1, q_heads a multiple of kv_heads, page_size a multiple of
- * 8 from 8 to 1024, num_pages and max_pages >= 1, scale finite, q, the caches and out 16-byte
- * aligned, every pointer but workspace non-NULL, sizes whose products fit int64 (and row counts
- * that fit int32). out must not overlap the inputs. */
+ * total_q), total_q >= 0 (0: nothing to do), head_dim 64, 128 or 256, kv_heads >= 1, q_heads
+ * a multiple of kv_heads, page_size a multiple of 8 from 8 to 1024, num_pages and max_pages >= 1,
+ * scale finite, q, the caches and out 16-byte aligned, every pointer but workspace non-NULL,
+ * sizes whose products fit int64 (and row counts that fit int32). out must not overlap the
+ * inputs. */
 ktune_status ktune_rpa(const ktune_rpa_problem *problem, cudaStream_t stream);
 
 /* The configuration ktune_rpa would launch for this problem on the current device (its key:

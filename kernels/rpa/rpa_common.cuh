@@ -58,7 +58,8 @@ inline size_t workspace_bytes(int64_t total_q, int64_t q_heads, int64_t head_dim
 {
     if (splits <= 1 || total_q < 0 || q_heads < 1 || head_dim < 1 || splits > KTUNE_RPA_MAX_SPLITS)
         return 0;
-    const double floats = (double)splits * (double)total_q * (double)q_heads * (double)(head_dim + 2);
+    const double floats =
+        (double)splits * (double)total_q * (double)q_heads * (double)(head_dim + 2);
     if (floats * 4 > (double)SIZE_MAX / 2)
         return 0;
     return (size_t)splits * (size_t)total_q * (size_t)q_heads * (size_t)(head_dim + 2) * 4;
@@ -115,11 +116,12 @@ template <int WM, int WN, int MT, int BN, int STAGES, int SPLITS> struct launche
          * runs on: a process's GPUs are one model, as a table's are) */
         static const int64_t resident = [&] {
             int device = 0, sms = 0, per_sm = 0;
+            const cudaDeviceAttr count = cudaDevAttrMultiProcessorCount;
             if (cudaGetDevice(&device) != cudaSuccess ||
-                cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+                cudaDeviceGetAttribute(&sms, count, device) != cudaSuccess ||
                 ktune_launch::set_attributes(kernel, 1, smem) != cudaSuccess ||
-                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WM * WN * 32, smem) !=
-                    cudaSuccess) {
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WM * WN * 32,
+                                                              smem) != cudaSuccess) {
                 cudaGetLastError();
                 return (int64_t)0;
             }

@@ -52,7 +52,8 @@ bool batch_of(const int64_t *key, batch &b)
     const int64_t q_len = key[1], page = key[2], hd = key[3], qh = key[4], kvh = key[5],
                   max_len = key[6];
     if (page < 8 || page > 1024 || max_len < page || max_len % page != 0 || max_len > (1 << 20) ||
-        q_len < 1 || q_len > max_len || kvh < 1 || qh % kvh != 0 || (hd != 64 && hd != 128 && hd != 256))
+        q_len < 1 || q_len > max_len || kvh < 1 || qh % kvh != 0 ||
+        (hd != 64 && hd != 128 && hd != 256))
         return false;
     ktune_rng rng;
     ktune_rng_seed(&rng, batch_seed, key, 7);
@@ -186,6 +187,16 @@ __global__ void reference(ktune_rpa_problem p, float *ref)
     ref[((int64_t)tok * p.q_heads + h) * D + d] = l > 0.f ? acc / l : 0.f;
 }
 
+/* Each set's q (qn elements), k and v (cn each), `stride` elements from a set's to the next's,
+ * uniform in [-1, 1) from the seed. */
+template <typename T> void fill(int64_t qn, int64_t cn, int64_t stride, int sets, uint64_t seed)
+{
+    using ktune_worker_check::fill_sets;
+    fill_sets((T *)st.q[0], qn, stride, sets, seed, 3, -1.f, 1.f);
+    fill_sets((T *)st.k[0], cn, stride, sets, seed + 1, 3, -1.f, 1.f);
+    fill_sets((T *)st.v[0], cn, stride, sets, seed + 2, 3, -1.f, 1.f);
+}
+
 void release() /* the buffers are the worker's arena */
 {
     st = state();
@@ -244,7 +255,10 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
         e = cudaGetDevice(&device);
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    const int splits = e == cudaSuccess ? ktune_rpa_impl::splits_for(probe, 128, KTUNE_RPA_MAX_SPLITS, (int64_t)sms * 32) : 1;
+    const int splits =
+        e == cudaSuccess
+            ? ktune_rpa_impl::splits_for(probe, 128, KTUNE_RPA_MAX_SPLITS, (int64_t)sms * 32)
+            : 1;
     st.workspace_bytes = ktune_rpa_impl::workspace_bytes(b.total_q, qh, hd, splits);
     using ktune_worker_check::carver;
     const size_t set_bytes = carver::round(qbytes) * 2 + carver::round(cache) * 2;
@@ -277,15 +291,10 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
         /* each set's q, k and v, from the seed */
         const int64_t qn = b.total_q * qh * hd, cn = b.npages * key[2] * kvh * hd;
         const int64_t stride = (int64_t)(set_bytes / 2); /* elements from a set's to the next's */
-        if (key[0] == KTUNE_F16) {
-            ktune_worker_check::fill_sets((__half *)st.q[0], qn, stride, sets, seed, 3, -1.f, 1.f);
-            ktune_worker_check::fill_sets((__half *)st.k[0], cn, stride, sets, seed + 1, 3, -1.f, 1.f);
-            ktune_worker_check::fill_sets((__half *)st.v[0], cn, stride, sets, seed + 2, 3, -1.f, 1.f);
-        } else {
-            ktune_worker_check::fill_sets((__nv_bfloat16 *)st.q[0], qn, stride, sets, seed, 3, -1.f, 1.f);
-            ktune_worker_check::fill_sets((__nv_bfloat16 *)st.k[0], cn, stride, sets, seed + 1, 3, -1.f, 1.f);
-            ktune_worker_check::fill_sets((__nv_bfloat16 *)st.v[0], cn, stride, sets, seed + 2, 3, -1.f, 1.f);
-        }
+        if (key[0] == KTUNE_F16)
+            fill<__half>(qn, cn, stride, sets, seed);
+        else
+            fill<__nv_bfloat16>(qn, cn, stride, sets, seed);
         e = cudaMemcpy(st.table, b.table.data(), tbytes, cudaMemcpyHostToDevice);
         if (e == cudaSuccess)
             e = cudaMemcpy(st.cu_q, b.cu_q.data(), b.cu_q.size() * 4, cudaMemcpyHostToDevice);

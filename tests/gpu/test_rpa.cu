@@ -299,7 +299,8 @@ int main()
                 void (*spoil)(ktune_rpa_problem &);
             } bads[] = {
                 {"head_dim 96", [](ktune_rpa_problem &x) { x.head_dim = 96; }},
-                {"q_heads not a multiple of kv_heads", [](ktune_rpa_problem &x) { x.q_heads = 30; }},
+                {"q_heads not a multiple of kv_heads",
+                 [](ktune_rpa_problem &x) { x.q_heads = 30; }},
                 {"page_size 12", [](ktune_rpa_problem &x) { x.page_size = 12; }},
                 {"seqs 0", [](ktune_rpa_problem &x) { x.seqs = 0; }},
                 {"q misaligned", [](ktune_rpa_problem &x) { x.q = (const char *)x.q + 2; }},
