@@ -251,14 +251,16 @@ static const option_spec option_table[] = {
         "an attention layer's shapes instead of the space's (families keyed\n"
         "by q_len, page_size, head_dim, q_heads, kv_heads, max_len): tokens\n"
         "a KV page (128); with --head-dim (128), --num-q-heads (128, global),\n"
-        "--num-kv-heads (1, global), --max-model-len (1024), --tp-size (1);\n"
-        "each q_len and dtype of the space's own shapes"),
-    OPT("--head-dim", OPT_INT, head_dim, 1, 1024, NULL, "N", "with --page-size: see there"),
-    OPT("--num-q-heads", OPT_INT, num_q_heads, 1, 65535, NULL, "N", "with --page-size: see there"),
+        "--num-kv-heads (1, global), --max-model-len (1024), --tp-size (1),\n"
+        "any of them naming the layer; each q_len and dtype of the space's\n"
+        "own shapes"),
+    OPT("--head-dim", OPT_INT, head_dim, 1, 1024, NULL, "N", "an attention layer: see --page-size"),
+    OPT("--num-q-heads", OPT_INT, num_q_heads, 1, 65535, NULL, "N",
+        "an attention layer: see --page-size"),
     OPT("--num-kv-heads", OPT_INT, num_kv_heads, 1, 65535, NULL, "N",
-        "with --page-size: see there"),
+        "an attention layer: see --page-size"),
     OPT("--max-model-len", OPT_INT, max_model_len, 1, 1048576, NULL, "N",
-        "with --page-size: see there"),
+        "an attention layer: see --page-size"),
     OPT("--key", OPT_TEXT, keys, 0, 0, NULL, "K",
         "these keys instead of the space's shapes: every dimension as\n"
         "name=value, e.g. 'dtype=bf16,m=3,n=4096,k=4096'; several keys\n"
