@@ -80,15 +80,13 @@ inline int splits_for(const ktune_rpa_problem &p, int bm, int max_splits, int64_
 {
     const int64_t rows = p.total_q * (p.q_heads / p.kv_heads), fewest = (rows + bm - 1) / bm;
     const int64_t blocks = (fewest > p.seqs ? fewest : p.seqs) * p.kv_heads;
+    const size_t per_split = workspace_bytes(p.total_q, p.q_heads, p.head_dim, 2) / 2;
+    const int64_t held =
+        per_split == 0 ? KTUNE_RPA_MAX_SPLITS : (int64_t)(p.workspace_bytes / per_split);
     int64_t want = (4 * resident + blocks - 1) / blocks;
-    if (want > max_splits)
-        want = max_splits;
-    if (want > KTUNE_RPA_MAX_SPLITS)
-        want = KTUNE_RPA_MAX_SPLITS;
-    while (want > 1 &&
-           workspace_bytes(p.total_q, p.q_heads, p.head_dim, (int)want) > p.workspace_bytes)
-        want--;
-    return want < 1 ? 1 : (int)want;
+    for (const int64_t cap : {(int64_t)max_splits, (int64_t)KTUNE_RPA_MAX_SPLITS, held})
+        want = want < cap ? want : cap;
+    return want < 2 ? 1 : (int)want;
 }
 
 template <int WM, int WN, int MT, int BN, int STAGES, int SPLITS> struct launcher {

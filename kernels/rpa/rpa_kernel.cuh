@@ -37,6 +37,7 @@ using ktune_common::cp_async_wait;
 using ktune_common::smem_addr;
 using ktune_matmul_impl::ldmatrix_x4;
 using ktune_matmul_impl::mma_16816;
+using ktune_matmul_impl::pack2;
 
 /* A launch's arguments, validated and clamped by the host (rpa_common.cuh). */
 struct args {
@@ -69,17 +70,6 @@ template <int D> __device__ __forceinline__ int tile_at(int row, int chunk)
     return row * D + ((chunk ^ (row & 7)) * 8);
 }
 
-template <typename T> __device__ __forceinline__ uint32_t pack2(float x, float y)
-{
-    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
-        return *reinterpret_cast<uint32_t *>(&h);
-    } else {
-        __half2 h = __floats2half2_rn(x, y);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-}
-
 template <int BM> __host__ __device__ constexpr int tiles_of(int q_len, int group)
 {
     return (q_len * group + BM - 1) / BM;
@@ -95,6 +85,14 @@ __host__ __device__ constexpr size_t smem_bytes()
     return tiles > handover ? tiles : handover;
 }
 
+/* Sequence s's query rows: from *q0, *q_len of them, counted from cu_q_lens[0] (base) and
+ * clamped to the batch's total_q. */
+__device__ __forceinline__ void queries_of(const args &a, int s, int base, int *q0, int *q_len)
+{
+    *q0 = min(max(__ldg(a.cu_q + s) - base, 0), a.total_q);
+    *q_len = min(max(__ldg(a.cu_q + s + 1) - base, *q0), a.total_q) - *q0;
+}
+
 /* The sequence and tile of tile slot `slot` (a warp's scan of cu_q_lens, 32 sequences a round);
  * seq -1 past the batch's tiles. The lanes agree on the result. */
 template <int BM>
@@ -108,9 +106,9 @@ __device__ __forceinline__ void find_tile(const args &a, int slot, int &seq, int
         const int s = s0 + lane;
         int tiles = 0;
         if (s < a.seqs) {
-            const int q0 = min(max(__ldg(a.cu_q + s) - base, 0), a.total_q);
-            const int q1 = min(max(__ldg(a.cu_q + s + 1) - base, q0), a.total_q);
-            tiles = tiles_of<BM>(q1 - q0, a.group);
+            int q0, q_len;
+            queries_of(a, s, base, &q0, &q_len);
+            tiles = tiles_of<BM>(q_len, a.group);
         }
         int inclusive = tiles;
 #pragma unroll
@@ -156,9 +154,8 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
     if (seq < 0)
         return;
     const int kvh = blockIdx.y, split = blockIdx.z, G = a.group;
-    const int base = __ldg(a.cu_q); /* 0 but in a part of a batch (rpa_common.cuh) */
-    const int q0 = min(max(__ldg(a.cu_q + seq) - base, 0), a.total_q);
-    const int q_len = min(max(__ldg(a.cu_q + seq + 1) - base, q0), a.total_q) - q0;
+    int q0, q_len; /* counted from cu_q_lens[0]: 0 but in a part of a batch (rpa_common.cuh) */
+    queries_of(a, seq, __ldg(a.cu_q), &q0, &q_len);
     const int kv_len = min(max(__ldg(a.kv_lens + seq), 0), a.max_pages * a.page_size);
     const int rows = q_len * G, r0 = tile * BM, r_end = min(rows, r0 + BM);
     const int shift = kv_len - q_len; /* query j sits at position shift + j */

@@ -210,13 +210,18 @@ int64_t kv_bytes(const int64_t *key, const batch &b)
     return tokens * key[5] * key[3] * 2 * 2;
 }
 
+/* Bytes a launch moves on batch b of key: the keys and values it reads, q, out, the page
+ * table's rows. */
+double bytes_of(const int64_t *key, const batch &b)
+{
+    return (double)kv_bytes(key, b) + 2.0 * 2 * b.total_q * key[4] * key[3] +
+           4.0 * b.seqs * b.max_pages;
+}
+
 double bytes(const int64_t *key)
 {
     batch b;
-    if (!batch_of(key, b))
-        return 0;
-    return (double)kv_bytes(key, b) + 2.0 * 2 * b.total_q * key[4] * key[3] +
-           4.0 * b.seqs * b.max_pages;
+    return batch_of(key, b) ? bytes_of(key, b) : 0;
 }
 
 /* 4 flops a (query, head, key attended, element): Q K^T and P V. */
@@ -263,7 +268,7 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
     using ktune_worker_check::carver;
     const size_t set_bytes = carver::round(qbytes) * 2 + carver::round(cache) * 2;
     const int sets = ktune_worker_check::rotating_sets((int64_t)set_bytes, l2_bytes, max_sets);
-    st.copy_bytes = (size_t)bytes(key);
+    st.copy_bytes = e == cudaSuccess ? (size_t)bytes_of(key, b) : 0;
     const size_t ref_bytes = (size_t)(b.total_q * qh * hd) * 4;
     carver c{e == cudaSuccess
                  ? (char *)ktune_worker_arena((size_t)sets * set_bytes + carver::round(tbytes) +
