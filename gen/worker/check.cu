@@ -91,10 +91,13 @@ cudaError_t ktune_worker_state::check_result(trial &x, size_t i)
     const unsigned long long *bad = check_counters_host + 2 * i;
     if (x.ok() && bad[0] != 0) {
         x.status = KTUNE_TRIAL_WRONG;
-        snprintf(x.detail, sizeof x.detail,
-                 "%llu of %lld elements out of tolerance; first at row %lld col %lld", bad[0],
-                 (long long)(x.rows * x.cols), (long long)(bad[1] / x.cols),
-                 (long long)(bad[1] % x.cols));
+        if (fam.wrong_detail)
+            fam.wrong_detail(bad, x.rows, x.cols, x.detail, sizeof x.detail);
+        else
+            snprintf(x.detail, sizeof x.detail,
+                     "%llu of %lld elements out of tolerance; first at row %lld col %lld",
+                     bad[0], (long long)(x.rows * x.cols), (long long)(bad[1] / x.cols),
+                     (long long)(bad[1] % x.cols));
     }
     return cudaSuccess;
 }

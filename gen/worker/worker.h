@@ -51,6 +51,12 @@ struct ktune_worker_family {
     cudaError_t (*vendor)(int which, int set, cudaStream_t stream);
     double (*flops)(const int64_t *key);
     void (*ceiling_key)(const int64_t *key, int64_t *out);
+    /* Optional: for a family whose compare() judges the output as a whole (an accuracy measure
+     * rather than a tolerance an element), what a wrong check's counters mean, written to
+     * detail; compare() then fills bad[0] and bad[1] as the family documents. NULL: they count
+     * elements out of tolerance and name the first. */
+    void (*wrong_detail)(const unsigned long long *bad, int64_t rows, int64_t cols, char *detail,
+                         size_t size);
 };
 
 extern const ktune_worker_family ktune_worker_family_def;

@@ -1,0 +1,16 @@
+/* How the generated instance files define one qkattn configuration: a launch function a config,
+ * named by the generator, with the config's parameters as template arguments. */
+#pragma once
+
+#include "qkattn_common.cuh"
+
+typedef cudaError_t ktune__qkattn_launch_t(const ktune_qkattn_problem *problem,
+                                           cudaStream_t stream);
+
+#define KTUNE_QKATTN_DEFINE_MMA(fn, block_size_m, block_size_n, num_warps, num_stages, q_gran,    \
+                                k_gran)                                                            \
+    extern "C" cudaError_t fn(const ktune_qkattn_problem *problem, cudaStream_t stream)            \
+    {                                                                                              \
+        return ktune_qkattn_impl::dispatch<ktune_qkattn_impl::launcher<                            \
+            block_size_m, num_warps, block_size_n, num_stages, q_gran, k_gran>>(problem, stream);  \
+    }

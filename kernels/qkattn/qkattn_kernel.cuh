@@ -1,0 +1,380 @@
+/* INT8-QK attention on mma.sync: the quantization of Q and K, then the attention.
+ *
+ * Quantization (three launches, include/ktune/qkattn.h's steps 1 and 2): k_sums adds K's tokens
+ * channel by channel in SUM_PARTS slices of a (batch, head) (a block a slice: the sums of a
+ * slice are a block's, so the result does not depend on the order blocks run in); k_means adds
+ * the slices into the mean; quantize turns a block of q_gran queries or k_gran keys into int8
+ * with one scale (max |x| / 127, x = k - mean for keys), folding the softmax's scale * log2 e
+ * into the queries' scales, so that a score is int32 * q_scale * k_scale in log2 units.
+ *
+ * Attention: a block takes BM = 16 * MT * WARPS queries of a (batch, head) (blockIdx.y) and walks
+ * the keys BN a step: the int8 keys and the 16-bit values of a step come by cp.async into a
+ * STAGES-deep ring of swizzled shared memory, S = Q K^T on m16n8k32 (int8 into exact int32, the
+ * warp's Q fragments held in registers for the whole walk), scaled by the row's and key's
+ * scales; an online softmax in fp32 (exp2); P rounded to the values' type and O += P V on
+ * m16n8k16 with fp32 accumulators. Each warp owns MT row tiles of 16 and every key of a step.
+ * Causal blocks stop at their last query's key and run last tile first (the longest walks start
+ * first, the short ones fill the tail). Keys past seq_len load zeros and are masked. */
+#pragma once
+
+#include <math.h>
+
+#include "../qmatmul/qmatmul_common.cuh"
+#include "../rpa/rpa_kernel.cuh"
+#include "ktune/qkattn.h"
+
+namespace ktune_qkattn_impl {
+
+using ktune_common::cp_async16;
+using ktune_common::cp_async_commit;
+using ktune_common::cp_async_wait;
+using ktune_matmul_impl::ldmatrix_x4;
+using ktune_matmul_impl::mma_16816;
+using ktune_matmul_impl::pack2;
+using ktune_qmatmul_impl::mma_16832;
+using ktune_rpa_impl::ldmatrix_x4_trans;
+using ktune_rpa_impl::tile_at;
+
+/* Slices of a (batch, head)'s tokens whose channel sums k_sums writes. */
+constexpr int SUM_PARTS = 32;
+
+/* The scales a (batch, head) has room for in the workspace: enough for blocks of
+ * KTUNE_QKATTN_MIN_QUANT_BLOCK tokens. */
+__host__ __device__ inline int64_t scale_stride(int64_t seq)
+{
+    return seq / KTUNE_QKATTN_MIN_QUANT_BLOCK + 1;
+}
+
+/* The workspace's parts (include/ktune/qkattn.h), set by the host. */
+struct workspace {
+    int8_t *q, *k;    /* batch x heads x seq x D, int8 */
+    float *q_scale;   /* batch x heads x scale_stride: a block of q_gran queries' scale x
+                         softmax scale x log2 e */
+    float *k_scale;   /* the same for blocks of k_gran keys */
+    float *k_sum;     /* batch x heads x SUM_PARTS x D: the slices' channel sums */
+    float *k_mean;    /* batch x heads x D */
+};
+
+/* 8 consecutive elements of a 16-byte-aligned row, as floats. */
+template <typename T> __device__ __forceinline__ void load8(const T *p, float (&x)[8])
+{
+    const uint4 raw = *reinterpret_cast<const uint4 *>(p);
+    const T *e = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        x[i] = ktune_common::to_float(e[i]);
+}
+
+/* Channel sums of K over slice blockIdx.x of (batch, head) blockIdx.y's tokens; 256 threads, a
+ * thread 8 channels of every (256 / (D / 8))-th token of the slice. */
+template <typename T, int D> __global__ void __launch_bounds__(256) k_sums(const T *k, float *sum, int seq)
+{
+    constexpr int CPR = D / 8, ROWS = 256 / CPR;
+    __shared__ float part[ROWS][D];
+    const int bh = blockIdx.y, ch = threadIdx.x % CPR, r = threadIdx.x / CPR;
+    const int t0 = (int)((int64_t)seq * blockIdx.x / SUM_PARTS);
+    const int t1 = (int)((int64_t)seq * (blockIdx.x + 1) / SUM_PARTS);
+    const T *head = k + (int64_t)bh * seq * D + ch * 8;
+    float acc[8] = {};
+    for (int t = t0 + r; t < t1; t += ROWS) {
+        float x[8];
+        load8(head + (int64_t)t * D, x);
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            acc[i] += x[i];
+    }
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        part[r][ch * 8 + i] = acc[i];
+    __syncthreads();
+    for (int c = threadIdx.x; c < D; c += 256) {
+        float s = 0.f;
+        for (int i = 0; i < ROWS; i++)
+            s += part[i][c];
+        sum[((int64_t)bh * SUM_PARTS + blockIdx.x) * D + c] = s;
+    }
+}
+
+/* K's channel means of (batch, head) blockIdx.x from the slices' sums; D threads. */
+template <int D> __global__ void k_means(const float *sum, float *mean, int seq)
+{
+    const int bh = blockIdx.x, c = threadIdx.x;
+    float s = 0.f;
+    for (int p = 0; p < SUM_PARTS; p++)
+        s += sum[((int64_t)bh * SUM_PARTS + p) * D + c];
+    mean[(int64_t)bh * D + c] = s / (float)seq;
+}
+
+struct quantize_args {
+    const void *q, *k;
+    workspace w;
+    int seq, q_gran, k_gran;
+    float q_mul; /* the softmax's scale x log2 e */
+};
+
+/* Block blockIdx.x of q_gran queries (blockIdx.z 0) or k_gran keys (1) of (batch, head)
+ * blockIdx.y into int8 with one scale; 128 threads, two passes (the block's max, then the
+ * values; the second reads what the first brought into L1 and L2). */
+template <typename T, int D> __global__ void __launch_bounds__(128) quantize(const quantize_args a)
+{
+    constexpr int CPR = D / 8, THREADS = 128;
+    __shared__ float mean[D], warp_max[THREADS / 32];
+    const bool keys = blockIdx.z == 1;
+    const int gran = keys ? a.k_gran : a.q_gran, bh = blockIdx.y;
+    const int t0 = blockIdx.x * gran;
+    if (t0 >= a.seq)
+        return;
+    const int rows = min(gran, a.seq - t0), n = rows * CPR;
+    const int64_t first = ((int64_t)bh * a.seq + t0) * D;
+    const T *src = static_cast<const T *>(keys ? a.k : a.q) + first;
+    int8_t *dst = (keys ? a.w.k : a.w.q) + first;
+    for (int c = threadIdx.x; c < D; c += THREADS)
+        mean[c] = keys ? a.w.k_mean[(int64_t)bh * D + c] : 0.f;
+    __syncthreads();
+    float top = 0.f;
+    for (int i = threadIdx.x; i < n; i += THREADS) {
+        float x[8];
+        load8(src + (int64_t)i * 8, x);
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            top = fmaxf(top, fabsf(x[e] - mean[(i % CPR) * 8 + e]));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        top = fmaxf(top, __shfl_xor_sync(~0u, top, o));
+    if (threadIdx.x % 32 == 0)
+        warp_max[threadIdx.x / 32] = top;
+    __syncthreads();
+    top = fmaxf(fmaxf(warp_max[0], warp_max[1]), fmaxf(warp_max[2], warp_max[3]));
+    const float inv = top > 0.f ? 127.f / top : 0.f;
+    for (int i = threadIdx.x; i < n; i += THREADS) {
+        float x[8];
+        load8(src + (int64_t)i * 8, x);
+        uint32_t packed[2] = {0, 0};
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const int v = max(-127, min(127, __float2int_rn((x[e] - mean[(i % CPR) * 8 + e]) * inv)));
+            packed[e / 4] |= (uint32_t)(v & 0xff) << (8 * (e % 4));
+        }
+        *reinterpret_cast<uint2 *>(dst + (int64_t)i * 8) = make_uint2(packed[0], packed[1]);
+    }
+    if (threadIdx.x == 0) {
+        const float s = top / 127.f;
+        float *scales = keys ? a.w.k_scale : a.w.q_scale;
+        scales[(int64_t)bh * scale_stride(a.seq) + blockIdx.x] = keys ? s : s * a.q_mul;
+    }
+}
+
+/* The byte offset of 16-byte chunk `chunk` of row `row` in a tile of int8 rows of D bytes, XOR-
+ * swizzled so that ldmatrix's 8 rows at one chunk hit 8 different 16-byte bank groups (rows of 8
+ * chunks: by row; rows of 4, two to 128 bytes: by row pair). */
+template <int D> __device__ __forceinline__ int tile8_at(int row, int chunk)
+{
+    static_assert(D == 64 || D == 128, "int8 rows of 4 or 8 chunks");
+    return row * D + (chunk ^ (D == 128 ? row & 7 : (row >> 1) & 3)) * 16;
+}
+
+struct attend_args {
+    const int8_t *q, *k;
+    const float *q_scale, *k_scale;
+    const void *v;
+    void *out;
+    int seq, tiles, q_gran, k_gran;
+    int64_t scale_stride;
+};
+
+/* A block's shared memory: the int8 queries, then the ring of int8 keys and 16-bit values. */
+template <int D, int BM, int BN, int STAGES> __host__ __device__ constexpr size_t smem_bytes()
+{
+    return (size_t)BM * D + (size_t)STAGES * BN * D * 3;
+}
+
+template <typename T, int D, int BM, int WARPS, int BN, int STAGES, bool CAUSAL>
+__global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
+{
+    constexpr int MT = BM / (16 * WARPS), THREADS = WARPS * 32, C8 = D / 16, C16 = D / 8;
+    static_assert(MT >= 1 && BM % (16 * WARPS) == 0 && BN % 16 == 0 && STAGES >= 2,
+                  "row tiles of 16 a warp, whole k16 steps of keys, a ring of two or more");
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    int8_t *const sq = reinterpret_cast<int8_t *>(smem_raw);
+    int8_t *const sk = sq + BM * D;
+    T *const sv = reinterpret_cast<T *>(sk + STAGES * BN * D);
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int tile = CAUSAL ? a.tiles - 1 - (int)blockIdx.x : (int)blockIdx.x;
+    const int r0 = tile * BM, seq = a.seq;
+    const int64_t head = (int64_t)blockIdx.y * seq;
+    const int kv_end = CAUSAL ? min(seq, r0 + BM) : seq;
+    const int steps = (kv_end + BN - 1) / BN;
+    const T *const v = static_cast<const T *>(a.v) + head * D;
+    const int8_t *const kq = a.k + head * D;
+
+    for (int i = threadIdx.x; i < BM * C8; i += THREADS) {
+        const int row = i / C8, ch = i % C8, r = r0 + row;
+        cp_async16(sq + tile8_at<D>(row, ch), a.q + (head + min(r, seq - 1)) * D + ch * 16,
+                   r < seq ? 16 : 0);
+    }
+    /* a step's keys and values (tokens past seq_len: zeros) */
+    auto load = [&](int st, int buf) {
+        int8_t *const k_s = sk + buf * BN * D;
+        T *const v_s = sv + buf * BN * D;
+        for (int i = threadIdx.x; i < BN * C8; i += THREADS) {
+            const int row = i / C8, ch = i % C8, tok = st * BN + row;
+            cp_async16(k_s + tile8_at<D>(row, ch), kq + (int64_t)min(tok, seq - 1) * D + ch * 16,
+                       tok < seq ? 16 : 0);
+        }
+        for (int i = threadIdx.x; i < BN * C16; i += THREADS) {
+            const int row = i / C16, ch = i % C16, tok = st * BN + row;
+            cp_async16(v_s + tile_at<D>(row, ch), v + (int64_t)min(tok, seq - 1) * D + ch * 8,
+                       tok < seq ? 16 : 0);
+        }
+    };
+#pragma unroll
+    for (int i = 0; i < STAGES - 1; i++) {
+        if (i < steps)
+            load(i, i);
+        cp_async_commit();
+    }
+
+    /* the warp's MT row tiles of 16 (this lane's rows ra + 16 t and ra + 16 t + 8), their Q
+     * fragments and scales */
+    const int wr = warp * 16 * MT, ra = r0 + wr + lane / 4;
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    uint32_t qa[MT][D / 32][4];
+    float qs[MT][2], o[MT][D / 8][4] = {}, m[MT][2], l[MT][2] = {};
+#pragma unroll
+    for (int t = 0; t < MT; t++) {
+#pragma unroll
+        for (int kk = 0; kk < D / 32; kk++)
+            ldmatrix_x4(qa[t][kk], sq + tile8_at<D>(wr + 16 * t + lane % 16, kk * 2 + lane / 16));
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int r = ra + 16 * t + 8 * i;
+            qs[t][i] = r < seq ? __ldg(a.q_scale + blockIdx.y * a.scale_stride + r / a.q_gran) : 0.f;
+            m[t][i] = -INFINITY;
+        }
+    }
+    const float *const ks = a.k_scale + blockIdx.y * a.scale_stride;
+    /* keys every row of the warp sees without a mask */
+    const int unmasked = CAUSAL ? min(seq, r0 + wr + 1) : seq;
+
+    for (int st = 0; st < steps; st++) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        if (st + STAGES - 1 < steps)
+            load(st + STAGES - 1, (st + STAGES - 1) % STAGES);
+        cp_async_commit();
+        const int buf = st % STAGES, key0 = st * BN;
+        const int8_t *const k_s = sk + buf * BN * D;
+        const T *const v_s = sv + buf * BN * D;
+
+        int32_t s[MT][BN / 8][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < D / 32; kk++)
+#pragma unroll
+            for (int nb = 0; nb < BN / 8; nb += 2) {
+                uint32_t kb[4];
+                ldmatrix_x4(kb, k_s + tile8_at<D>(nb * 8 + (lane / 16) * 8 + lane % 8,
+                                                  kk * 2 + (lane / 8) % 2));
+                const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
+#pragma unroll
+                for (int t = 0; t < MT; t++) {
+                    mma_16832(s[t][nb], qa[t][kk], b0);
+                    mma_16832(s[t][nb + 1], qa[t][kk], b1);
+                }
+            }
+        /* a lane's two keys of each n8 block share a scale (k_gran is even) */
+        float kscale[BN / 8];
+#pragma unroll
+        for (int nb = 0; nb < BN / 8; nb++) {
+            const int j = key0 + nb * 8 + (lane % 4) * 2;
+            kscale[nb] = j < seq ? __ldg(ks + j / a.k_gran) : 0.f;
+        }
+        const bool mask = key0 + BN > unmasked;
+        uint32_t pa[MT][BN / 16][4];
+#pragma unroll
+        for (int t = 0; t < MT; t++) {
+            float x[BN / 8][4], mx[2] = {m[t][0], m[t][1]};
+#pragma unroll
+            for (int nb = 0; nb < BN / 8; nb++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int j = key0 + nb * 8 + (lane % 4) * 2 + (e & 1);
+                    float y = (float)s[t][nb][e] * qs[t][e / 2] * kscale[nb];
+                    if (mask && (j >= seq || (CAUSAL && j > ra + 16 * t + 8 * (e / 2))))
+                        y = -INFINITY;
+                    x[nb][e] = y;
+                    mx[e / 2] = fmaxf(mx[e / 2], y);
+                }
+            float corr[2], base[2];
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                mx[i] = fmaxf(mx[i], __shfl_xor_sync(~0u, mx[i], 1));
+                mx[i] = fmaxf(mx[i], __shfl_xor_sync(~0u, mx[i], 2));
+                base[i] = mx[i] == -INFINITY ? 0.f : mx[i];
+                corr[i] = exp2f(m[t][i] - base[i]);
+                m[t][i] = mx[i];
+                l[t][i] *= corr[i];
+            }
+#pragma unroll
+            for (int nb = 0; nb < BN / 8; nb++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    x[nb][e] = exp2f(x[nb][e] - base[e / 2]);
+                    l[t][e / 2] += x[nb][e];
+                }
+#pragma unroll
+            for (int dn = 0; dn < D / 8; dn++) {
+                o[t][dn][0] *= corr[0];
+                o[t][dn][1] *= corr[0];
+                o[t][dn][2] *= corr[1];
+                o[t][dn][3] *= corr[1];
+            }
+#pragma unroll
+            for (int kb = 0; kb < BN / 16; kb++) {
+                pa[t][kb][0] = pack2<T>(x[2 * kb][0], x[2 * kb][1]);
+                pa[t][kb][1] = pack2<T>(x[2 * kb][2], x[2 * kb][3]);
+                pa[t][kb][2] = pack2<T>(x[2 * kb + 1][0], x[2 * kb + 1][1]);
+                pa[t][kb][3] = pack2<T>(x[2 * kb + 1][2], x[2 * kb + 1][3]);
+            }
+        }
+#pragma unroll
+        for (int kb = 0; kb < BN / 16; kb++) {
+            const int vr = kb * 16 + ((lane / 8) % 2) * 8 + lane % 8;
+#pragma unroll
+            for (int dn = 0; dn < D / 8; dn += 2) {
+                uint32_t vb[4];
+                ldmatrix_x4_trans(vb, v_s + tile_at<D>(vr, dn + lane / 16));
+                const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
+#pragma unroll
+                for (int t = 0; t < MT; t++) {
+                    mma_16816<T>(o[t][dn], pa[t][kb], b0);
+                    mma_16816<T>(o[t][dn + 1], pa[t][kb], b1);
+                }
+            }
+        }
+    }
+    cp_async_wait<0>();
+
+    /* the rows' sums over their quads, then the output */
+    T *const out = static_cast<T *>(a.out) + head * D + (lane % 4) * 2;
+#pragma unroll
+    for (int t = 0; t < MT; t++)
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            float sum = l[t][i];
+            sum += __shfl_xor_sync(~0u, sum, 1);
+            sum += __shfl_xor_sync(~0u, sum, 2);
+            const int r = ra + 16 * t + 8 * i;
+            if (r >= seq)
+                continue;
+            const float inv = sum > 0.f ? 1.f / sum : 0.f;
+#pragma unroll
+            for (int dn = 0; dn < D / 8; dn++)
+                *reinterpret_cast<uint32_t *>(out + (int64_t)r * D + dn * 8) =
+                    pack2<T>(o[t][dn][2 * i] * inv, o[t][dn][2 * i + 1] * inv);
+        }
+}
+
+} // namespace ktune_qkattn_impl
