@@ -23,10 +23,13 @@ extern "C" {
  * so it can be captured in a CUDA graph):
  *   1. K is smoothed: each (batch, head)'s per-channel mean over the tokens is subtracted (the
  *      softmax of a row does not change when every score of it moves by q . mean);
- *   2. Q and the smoothed K are quantized to int8 symmetrically, one fp32 scale (max |x| / 127)
- *      a block of q_gran queries or k_gran keys of a (batch, head): the configuration's
- *      quantization granularity;
- *   3. S = Q_int8 K_int8^T in exact int32 on the tensor cores (mma.sync m16n8k32), scaled back
+ *   2. channels are balanced: channel c of the smoothed K is divided, and channel c of Q
+ *      multiplied, by a_c = sqrt(K's range in c / Q's largest |q| in c) (q . k is unchanged; a
+ *      few channels of large keys no longer set the scale of every other channel's keys);
+ *   3. Q and K are quantized to int8 symmetrically, one fp32 scale (max |x| / 127) a block of
+ *      q_gran queries or k_gran keys of a (batch, head): the configuration's quantization
+ *      granularity;
+ *   4. S = Q_int8 K_int8^T in exact int32 on the tensor cores (mma.sync m16n8k32), scaled back
  *      by the two blocks' scales; softmax in fp32 (an online softmax over blocks of keys); P
  *      rounded to the inputs' dtype for P V in fp32 accumulators.
  * The result is that of fp32 attention within the quantization's error: against it, cosine
@@ -34,7 +37,7 @@ extern "C" {
  * channels 50 times larger than the others (the sweep's check of every configuration).
  *
  * workspace: at least ktune_qkattn_workspace_bytes(batch, heads, seq_len, head_dim) bytes,
- * 256-byte aligned (the int8 copies of Q and K, their scales and K's channel means). */
+ * 256-byte aligned (the int8 copies of Q and K, their scales, the channels' statistics). */
 typedef struct {
     const void *q;
     const void *k;
@@ -50,8 +53,8 @@ typedef struct {
 
 /* The workspace a problem of these sizes needs: two bytes a q and k element, plus
  * 8 * batch * heads * (seq_len / KTUNE_QKATTN_MIN_QUANT_BLOCK + 1) bytes of scales and
- * 132 * batch * heads * head_dim of K's channel sums, each part rounded up to 256 bytes; 0 where
- * a size is below 1 or the total does not fit a size_t. */
+ * 520 * batch * heads * head_dim of the channels' statistics, each part rounded up to 256 bytes;
+ * 0 where a size is below 1 or the total does not fit a size_t. */
 size_t ktune_qkattn_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_len,
                                     int64_t head_dim);
 

@@ -26,13 +26,14 @@ inline size_t workspace_bytes(int64_t batch, int64_t heads, int64_t seq, int64_t
         return 0;
     const double bh = (double)batch * (double)heads;
     const double total = 2.0 * bh * (double)seq * (double)head_dim +
-                         8.0 * bh * (double)scale_stride(seq) + 132.0 * bh * (double)head_dim +
+                         8.0 * bh * (double)scale_stride(seq) +
+                         (16.0 * STAT_PARTS + 8) * bh * (double)head_dim +
                          6 * 256.0;
     if (total > (double)SIZE_MAX / 2)
         return 0;
     const size_t n = (size_t)(batch * heads), elems = n * (size_t)seq * (size_t)head_dim;
     return round256(elems) * 2 + round256(n * (size_t)scale_stride(seq) * 4) * 2 +
-           round256(n * (size_t)head_dim * SUM_PARTS * 4) + round256(n * (size_t)head_dim * 4);
+           round256(n * (size_t)head_dim * STAT_PARTS * 16) + round256(n * (size_t)head_dim * 8);
 }
 
 /* The workspace's parts at base (workspace_bytes' layout, in its order). */
@@ -46,8 +47,9 @@ inline workspace workspace_of(const ktune_qkattn_problem &p)
     w.k = reinterpret_cast<int8_t *>(at += round256(elems));
     w.q_scale = reinterpret_cast<float *>(at += round256(elems));
     w.k_scale = reinterpret_cast<float *>(at += scales);
-    w.k_sum = reinterpret_cast<float *>(at += scales);
-    w.k_mean = reinterpret_cast<float *>(at += round256(n * (size_t)p.head_dim * SUM_PARTS * 4));
+    w.stats = reinterpret_cast<float *>(at += scales);
+    w.channel =
+        reinterpret_cast<float *>(at += round256(n * (size_t)p.head_dim * STAT_PARTS * 16));
     return w;
 }
 
@@ -63,18 +65,19 @@ inline bool problem_ok(const ktune_qkattn_problem &p)
            (uintptr_t)p.out % 16 == 0;
 }
 
-/* K's means and the int8 Q and K of a problem, in blocks of q_gran and k_gran tokens. */
+/* The channels' statistics, then the int8 Q and K of a problem in blocks of q_gran and k_gran
+ * tokens. */
 template <typename T, int D>
 cudaError_t quantize_all(const ktune_qkattn_problem &p, const workspace &w, int q_gran,
                          int k_gran, cudaStream_t s)
 {
     const unsigned bh = (unsigned)(p.batch * p.heads), seq = (unsigned)p.seq_len;
-    const T *k = static_cast<const T *>(p.k);
-    cudaError_t e = ktune_launch::launch(k_sums<T, D>, dim3(SUM_PARTS, bh), dim3(256),
-                                         dim3(1, 1, 1), 0, s, k, w.k_sum, (int)seq);
+    const T *q = static_cast<const T *>(p.q), *k = static_cast<const T *>(p.k);
+    cudaError_t e = ktune_launch::launch(channel_stats<T, D>, dim3(STAT_PARTS, bh), dim3(256),
+                                         dim3(1, 1, 1), 0, s, q, k, w.stats, (int)seq);
     if (e == cudaSuccess)
-        e = ktune_launch::launch(k_means<D>, dim3(bh), dim3(D), dim3(1, 1, 1), 0, s,
-                                 (const float *)w.k_sum, w.k_mean, (int)seq);
+        e = ktune_launch::launch(channel_balance<D>, dim3(bh), dim3(D), dim3(1, 1, 1), 0, s,
+                                 (const float *)w.stats, w.channel, (int)seq);
     if (e != cudaSuccess)
         return e;
     quantize_args a;

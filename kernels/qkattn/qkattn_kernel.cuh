@@ -1,11 +1,15 @@
 /* INT8-QK attention on mma.sync: the quantization of Q and K, then the attention.
  *
- * Quantization (three launches, include/ktune/qkattn.h's steps 1 and 2): k_sums adds K's tokens
- * channel by channel in SUM_PARTS slices of a (batch, head) (a block a slice: the sums of a
- * slice are a block's, so the result does not depend on the order blocks run in); k_means adds
- * the slices into the mean; quantize turns a block of q_gran queries or k_gran keys into int8
- * with one scale (max |x| / 127, x = k - mean for keys), folding the softmax's scale * log2 e
- * into the queries' scales, so that a score is int32 * q_scale * k_scale in log2 units.
+ * Quantization (three launches, include/ktune/qkattn.h's steps 1 to 3): channel_stats sums K's
+ * tokens channel by channel and takes each channel's least and largest key and largest |q|, in
+ * STAT_PARTS slices of a (batch, head) (a block a slice: a slice's figures are a block's, so the
+ * result does not depend on the order blocks run in); channel_balance joins the slices into K's
+ * channel means and the channels' balancing factors a (the square root of K's range about its
+ * mean over Q's largest |q|: SmoothQuant's migration at strength 1/2, q_c a_c and k_c / a_c
+ * keep q . k while a channel of large keys shares its range with the queries' channel);
+ * quantize turns a block of q_gran queries or k_gran keys into int8 with one scale (max |x| /
+ * 127, x = q a or (k - mean) / a), folding the softmax's scale * log2 e into the queries'
+ * scales, so that a score is int32 * q_scale * k_scale in log2 units.
  *
  * Attention: a block takes BM = 16 * MT * WARPS queries of a (batch, head) (blockIdx.y) and walks
  * the keys BN a step: the int8 keys and the 16-bit values of a step come by cp.async into a
@@ -35,8 +39,8 @@ using ktune_qmatmul_impl::mma_16832;
 using ktune_rpa_impl::ldmatrix_x4_trans;
 using ktune_rpa_impl::tile_at;
 
-/* Slices of a (batch, head)'s tokens whose channel sums k_sums writes. */
-constexpr int SUM_PARTS = 32;
+/* Slices of a (batch, head)'s tokens whose channel statistics channel_stats writes. */
+constexpr int STAT_PARTS = 32;
 
 /* The scales a (batch, head) has room for in the workspace: enough for blocks of
  * KTUNE_QKATTN_MIN_QUANT_BLOCK tokens. */
@@ -47,12 +51,13 @@ __host__ __device__ inline int64_t scale_stride(int64_t seq)
 
 /* The workspace's parts (include/ktune/qkattn.h), set by the host. */
 struct workspace {
-    int8_t *q, *k;    /* batch x heads x seq x D, int8 */
-    float *q_scale;   /* batch x heads x scale_stride: a block of q_gran queries' scale x
-                         softmax scale x log2 e */
-    float *k_scale;   /* the same for blocks of k_gran keys */
-    float *k_sum;     /* batch x heads x SUM_PARTS x D: the slices' channel sums */
-    float *k_mean;    /* batch x heads x D */
+    int8_t *q, *k;  /* batch x heads x seq x D, int8 */
+    float *q_scale; /* batch x heads x scale_stride: a block of q_gran queries' scale x softmax
+                       scale x log2 e */
+    float *k_scale; /* the same for blocks of k_gran keys */
+    float *stats;   /* batch x heads x STAT_PARTS x 4 x D: a slice's channel sums, least and
+                       largest keys, largest |q| */
+    float *channel; /* batch x heads x 2 x D: K's channel means, the balancing factors */
 };
 
 /* 8 consecutive elements of a 16-byte-aligned row, as floats. */
@@ -65,44 +70,75 @@ template <typename T> __device__ __forceinline__ void load8(const T *p, float (&
         x[i] = ktune_common::to_float(e[i]);
 }
 
-/* Channel sums of K over slice blockIdx.x of (batch, head) blockIdx.y's tokens; 256 threads, a
- * thread 8 channels of every (256 / (D / 8))-th token of the slice. */
-template <typename T, int D> __global__ void __launch_bounds__(256) k_sums(const T *k, float *sum, int seq)
+/* The channel statistics of slice blockIdx.x of (batch, head) blockIdx.y's tokens; 256 threads,
+ * a thread 8 channels of every (256 / (D / 8))-th token of the slice. */
+template <typename T, int D>
+__global__ void __launch_bounds__(256)
+    channel_stats(const T *q, const T *k, float *stats, int seq)
 {
     constexpr int CPR = D / 8, ROWS = 256 / CPR;
-    __shared__ float part[ROWS][D];
+    __shared__ float part[4][ROWS][D];
     const int bh = blockIdx.y, ch = threadIdx.x % CPR, r = threadIdx.x / CPR;
-    const int t0 = (int)((int64_t)seq * blockIdx.x / SUM_PARTS);
-    const int t1 = (int)((int64_t)seq * (blockIdx.x + 1) / SUM_PARTS);
-    const T *head = k + (int64_t)bh * seq * D + ch * 8;
-    float acc[8] = {};
-    for (int t = t0 + r; t < t1; t += ROWS) {
-        float x[8];
-        load8(head + (int64_t)t * D, x);
+    const int t0 = (int)((int64_t)seq * blockIdx.x / STAT_PARTS);
+    const int t1 = (int)((int64_t)seq * (blockIdx.x + 1) / STAT_PARTS);
+    const int64_t head = (int64_t)bh * seq * D + ch * 8;
+    float sum[8] = {}, lo[8], hi[8], qmax[8] = {};
 #pragma unroll
-        for (int i = 0; i < 8; i++)
-            acc[i] += x[i];
+    for (int i = 0; i < 8; i++) {
+        lo[i] = INFINITY;
+        hi[i] = -INFINITY;
+    }
+    for (int t = t0 + r; t < t1; t += ROWS) {
+        float x[8], y[8];
+        load8(k + head + (int64_t)t * D, x);
+        load8(q + head + (int64_t)t * D, y);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            sum[i] += x[i];
+            lo[i] = fminf(lo[i], x[i]);
+            hi[i] = fmaxf(hi[i], x[i]);
+            qmax[i] = fmaxf(qmax[i], fabsf(y[i]));
+        }
     }
 #pragma unroll
-    for (int i = 0; i < 8; i++)
-        part[r][ch * 8 + i] = acc[i];
+    for (int i = 0; i < 8; i++) {
+        part[0][r][ch * 8 + i] = sum[i];
+        part[1][r][ch * 8 + i] = lo[i];
+        part[2][r][ch * 8 + i] = hi[i];
+        part[3][r][ch * 8 + i] = qmax[i];
+    }
     __syncthreads();
+    float *const out = stats + ((int64_t)bh * STAT_PARTS + blockIdx.x) * 4 * D;
     for (int c = threadIdx.x; c < D; c += 256) {
-        float s = 0.f;
-        for (int i = 0; i < ROWS; i++)
-            s += part[i][c];
-        sum[((int64_t)bh * SUM_PARTS + blockIdx.x) * D + c] = s;
+        float f[4] = {0.f, INFINITY, -INFINITY, 0.f};
+        for (int i = 0; i < ROWS; i++) {
+            f[0] += part[0][i][c];
+            f[1] = fminf(f[1], part[1][i][c]);
+            f[2] = fmaxf(f[2], part[2][i][c]);
+            f[3] = fmaxf(f[3], part[3][i][c]);
+        }
+        for (int j = 0; j < 4; j++)
+            out[j * D + c] = f[j];
     }
 }
 
-/* K's channel means of (batch, head) blockIdx.x from the slices' sums; D threads. */
-template <int D> __global__ void k_means(const float *sum, float *mean, int seq)
+/* K's channel means and the balancing factors of (batch, head) blockIdx.x from the slices'
+ * statistics; D threads. A factor is 1 where either range is 0, and within [2^-10, 2^10]. */
+template <int D> __global__ void channel_balance(const float *stats, float *channel, int seq)
 {
     const int bh = blockIdx.x, c = threadIdx.x;
-    float s = 0.f;
-    for (int p = 0; p < SUM_PARTS; p++)
-        s += sum[((int64_t)bh * SUM_PARTS + p) * D + c];
-    mean[(int64_t)bh * D + c] = s / (float)seq;
+    float f[4] = {0.f, INFINITY, -INFINITY, 0.f};
+    for (int p = 0; p < STAT_PARTS; p++) {
+        const float *in = stats + ((int64_t)bh * STAT_PARTS + p) * 4 * D + c;
+        f[0] += in[0];
+        f[1] = fminf(f[1], in[D]);
+        f[2] = fmaxf(f[2], in[2 * D]);
+        f[3] = fmaxf(f[3], in[3 * D]);
+    }
+    const float mean = f[0] / (float)seq, range = fmaxf(f[2] - mean, mean - f[1]);
+    const float balance = range > 0.f && f[3] > 0.f ? sqrtf(range / f[3]) : 1.f;
+    channel[(int64_t)bh * 2 * D + c] = mean;
+    channel[(int64_t)bh * 2 * D + D + c] = fminf(fmaxf(balance, 0x1p-10f), 0x1p10f);
 }
 
 struct quantize_args {
@@ -118,7 +154,7 @@ struct quantize_args {
 template <typename T, int D> __global__ void __launch_bounds__(128) quantize(const quantize_args a)
 {
     constexpr int CPR = D / 8, THREADS = 128;
-    __shared__ float mean[D], warp_max[THREADS / 32];
+    __shared__ float mean[D], mul[D], warp_max[THREADS / 32];
     const bool keys = blockIdx.z == 1;
     const int gran = keys ? a.k_gran : a.q_gran, bh = blockIdx.y;
     const int t0 = blockIdx.x * gran;
@@ -128,8 +164,11 @@ template <typename T, int D> __global__ void __launch_bounds__(128) quantize(con
     const int64_t first = ((int64_t)bh * a.seq + t0) * D;
     const T *src = static_cast<const T *>(keys ? a.k : a.q) + first;
     int8_t *dst = (keys ? a.w.k : a.w.q) + first;
-    for (int c = threadIdx.x; c < D; c += THREADS)
-        mean[c] = keys ? a.w.k_mean[(int64_t)bh * D + c] : 0.f;
+    const float *const channel = a.w.channel + (int64_t)bh * 2 * D;
+    for (int c = threadIdx.x; c < D; c += THREADS) { /* x = (v - mean) * mul */
+        mean[c] = keys ? channel[c] : 0.f;
+        mul[c] = keys ? 1.f / channel[D + c] : channel[D + c];
+    }
     __syncthreads();
     float top = 0.f;
     for (int i = threadIdx.x; i < n; i += THREADS) {
@@ -137,7 +176,7 @@ template <typename T, int D> __global__ void __launch_bounds__(128) quantize(con
         load8(src + (int64_t)i * 8, x);
 #pragma unroll
         for (int e = 0; e < 8; e++)
-            top = fmaxf(top, fabsf(x[e] - mean[(i % CPR) * 8 + e]));
+            top = fmaxf(top, fabsf((x[e] - mean[(i % CPR) * 8 + e]) * mul[(i % CPR) * 8 + e]));
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
@@ -153,7 +192,8 @@ template <typename T, int D> __global__ void __launch_bounds__(128) quantize(con
         uint32_t packed[2] = {0, 0};
 #pragma unroll
         for (int e = 0; e < 8; e++) {
-            const int v = max(-127, min(127, __float2int_rn((x[e] - mean[(i % CPR) * 8 + e]) * inv)));
+            const int c = (i % CPR) * 8 + e;
+            const int v = max(-127, min(127, __float2int_rn((x[e] - mean[c]) * mul[c] * inv)));
             packed[e / 4] |= (uint32_t)(v & 0xff) << (8 * (e % 4));
         }
         *reinterpret_cast<uint2 *>(dst + (int64_t)i * 8) = make_uint2(packed[0], packed[1]);

@@ -270,7 +270,8 @@ void wrong_detail(const unsigned long long *bad, int64_t rows, int64_t cols, cha
     memcpy(&l1, &r, sizeof r);
     snprintf(detail, size,
              "against fp32 attention on %d sampled rows: cosine %.5f (at least %.3f), relative "
-             "L1 %.4f (at most %.2f); %llu check failures and non-finite outputs of %lld",
+             "L1 %.4f (at most %.2f); %llu = input classes out of bounds + outputs not finite "
+             "(of %lld)",
              st.groups * group_rows, cosine, min_cosine, l1, max_rel_l1, bad[0],
              (long long)(rows * cols));
 }
