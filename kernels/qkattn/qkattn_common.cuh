@@ -101,7 +101,7 @@ template <int BM, int WARPS, int BN, int STAGES, int QG, int KG> struct launcher
     /* Configurations past the registers or the shared memory a block can have (the space's
      * constraints keep them out) are not compiled for that head_dim. */
     template <int D>
-    static constexpr bool fits = BM / (16 * WARPS) * (D / 2 + BN / 2 + D / 8) <= 160 &&
+    static constexpr bool fits = BM / (16 * WARPS) * (D / 2 + BN / 2 + D / 8) <= 192 &&
                                  smem_bytes<D, BM, BN, STAGES>() <= 232448;
 
     template <typename T, int D>

@@ -199,7 +199,7 @@ template <typename T, int D> __global__ void __launch_bounds__(128) quantize(con
         *reinterpret_cast<uint2 *>(dst + (int64_t)i * 8) = make_uint2(packed[0], packed[1]);
     }
     if (threadIdx.x == 0) {
-        const float s = top / 127.f;
+        const float s = top > 0.f ? top / 127.f : 1.f; /* > 0: the attention multiplies by it */
         float *scales = keys ? a.w.k_scale : a.w.q_scale;
         scales[(int64_t)bh * scale_stride(a.seq) + blockIdx.x] = keys ? s : s * a.q_mul;
     }
@@ -291,7 +291,8 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const int r = ra + 16 * t + 8 * i;
-            qs[t][i] = r < seq ? __ldg(a.q_scale + blockIdx.y * a.scale_stride + r / a.q_gran) : 0.f;
+            qs[t][i] = r < seq ? __ldg(a.q_scale + blockIdx.y * a.scale_stride + r / a.q_gran)
+                               : 1.f; /* rows past seq_len: zeros, not stored */
             m[t][i] = -INFINITY;
         }
     }
@@ -324,29 +325,40 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
                     mma_16832(s[t][nb + 1], qa[t][kk], b1);
                 }
             }
-        /* a lane's two keys of each n8 block share a scale (k_gran is even) */
+        /* a lane's two keys of each n8 block share a scale (k_gran is even); keys past seq_len
+         * take 1 (they are masked) */
         float kscale[BN / 8];
 #pragma unroll
         for (int nb = 0; nb < BN / 8; nb++) {
             const int j = key0 + nb * 8 + (lane % 4) * 2;
-            kscale[nb] = j < seq ? __ldg(ks + j / a.k_gran) : 0.f;
+            kscale[nb] = j < seq ? __ldg(ks + j / a.k_gran) : 1.f;
         }
         const bool mask = key0 + BN > unmasked;
         uint32_t pa[MT][BN / 16][4];
 #pragma unroll
         for (int t = 0; t < MT; t++) {
-            float x[BN / 8][4], mx[2] = {m[t][0], m[t][1]};
+            /* a score in log2 units is x c: x the int32 sum as a float (|x| < 2^22: exact by the
+             * magic-number conversion, an integer and a float add, where cvt runs at a quarter
+             * of their rate), c = the row's and the n8 block's scales (both > 0); the max is
+             * taken over x c, the weights are exp2(x c - max), one fma and one exp2 a score */
+            float x[BN / 8][4], c[BN / 8][2], mx[2] = {m[t][0], m[t][1]};
 #pragma unroll
-            for (int nb = 0; nb < BN / 8; nb++)
+            for (int nb = 0; nb < BN / 8; nb++) {
+                c[nb][0] = qs[t][0] * kscale[nb];
+                c[nb][1] = qs[t][1] * kscale[nb];
+                float top[2] = {-INFINITY, -INFINITY};
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int j = key0 + nb * 8 + (lane % 4) * 2 + (e & 1);
-                    float y = (float)s[t][nb][e] * qs[t][e / 2] * kscale[nb];
+                    float y = __int_as_float(s[t][nb][e] + 0x4B400000) - 12582912.f;
                     if (mask && (j >= seq || (CAUSAL && j > ra + 16 * t + 8 * (e / 2))))
                         y = -INFINITY;
                     x[nb][e] = y;
-                    mx[e / 2] = fmaxf(mx[e / 2], y);
+                    top[e / 2] = fmaxf(top[e / 2], y);
                 }
+                mx[0] = fmaxf(mx[0], top[0] * c[nb][0]);
+                mx[1] = fmaxf(mx[1], top[1] * c[nb][1]);
+            }
             float corr[2], base[2];
 #pragma unroll
             for (int i = 0; i < 2; i++) {
@@ -361,7 +373,7 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
             for (int nb = 0; nb < BN / 8; nb++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    x[nb][e] = exp2f(x[nb][e] - base[e / 2]);
+                    x[nb][e] = exp2f(fmaf(x[nb][e], c[nb][e / 2], -base[e / 2]));
                     l[t][e / 2] += x[nb][e];
                 }
 #pragma unroll
