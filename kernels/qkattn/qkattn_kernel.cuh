@@ -339,13 +339,12 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
         for (int t = 0; t < MT; t++) {
             /* a score in log2 units is x c: x the int32 sum as a float (|x| < 2^22: exact by the
              * magic-number conversion, an integer and a float add, where cvt runs at a quarter
-             * of their rate), c = the row's and the n8 block's scales (both > 0); the max is
-             * taken over x c, the weights are exp2(x c - max), one fma and one exp2 a score */
-            float x[BN / 8][4], c[BN / 8][2], mx[2] = {m[t][0], m[t][1]};
+             * of their rate), c = the row's and the n8 block's scales (both > 0, their product
+             * taken where it is used rather than held); the max is taken over each block's
+             * largest x times c, the weights are exp2(x c - max): one fma and one exp2 a score */
+            float x[BN / 8][4], mx[2] = {m[t][0], m[t][1]};
 #pragma unroll
             for (int nb = 0; nb < BN / 8; nb++) {
-                c[nb][0] = qs[t][0] * kscale[nb];
-                c[nb][1] = qs[t][1] * kscale[nb];
                 float top[2] = {-INFINITY, -INFINITY};
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
@@ -356,8 +355,8 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
                     x[nb][e] = y;
                     top[e / 2] = fmaxf(top[e / 2], y);
                 }
-                mx[0] = fmaxf(mx[0], top[0] * c[nb][0]);
-                mx[1] = fmaxf(mx[1], top[1] * c[nb][1]);
+                mx[0] = fmaxf(mx[0], top[0] * (qs[t][0] * kscale[nb]));
+                mx[1] = fmaxf(mx[1], top[1] * (qs[t][1] * kscale[nb]));
             }
             float corr[2], base[2];
 #pragma unroll
@@ -373,7 +372,7 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
             for (int nb = 0; nb < BN / 8; nb++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    x[nb][e] = exp2f(fmaf(x[nb][e], c[nb][e / 2], -base[e / 2]));
+                    x[nb][e] = exp2f(fmaf(x[nb][e], qs[t][e / 2] * kscale[nb], -base[e / 2]));
                     l[t][e / 2] += x[nb][e];
                 }
 #pragma unroll
