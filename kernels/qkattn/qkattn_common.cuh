@@ -96,8 +96,8 @@ cudaError_t quantize_all(const ktune_qkattn_problem &p, const workspace &w, int 
 
 template <int BM, int WARPS, int BN, int STAGES, int QG, int KG> struct launcher {
     static_assert(QG >= KTUNE_QKATTN_MIN_QUANT_BLOCK && KG >= KTUNE_QKATTN_MIN_QUANT_BLOCK &&
-                      KG % 2 == 0,
-                  "blocks of at least the workspace's finest, an even number of keys");
+                      (QG & (QG - 1)) == 0 && (KG & (KG - 1)) == 0,
+                  "blocks of at least the workspace's finest, powers of two (found by a shift)");
     /* Configurations past the registers or the shared memory a block can have (the space's
      * constraints keep them out) are not compiled for that head_dim. */
     template <int D>
@@ -129,8 +129,8 @@ template <int BM, int WARPS, int BN, int STAGES, int QG, int KG> struct launcher
         a.out = p.out;
         a.seq = (int)p.seq_len;
         a.tiles = (int)((p.seq_len + BM - 1) / BM);
-        a.q_gran = QG;
-        a.k_gran = KG;
+        a.q_shift = __builtin_ctz(QG);
+        a.k_shift = __builtin_ctz(KG);
         a.scale_stride = scale_stride(p.seq_len);
         constexpr size_t smem = smem_bytes<D, BM, BN, STAGES>();
         const dim3 grid((unsigned)a.tiles, (unsigned)(p.batch * p.heads));

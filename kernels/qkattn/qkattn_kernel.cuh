@@ -219,9 +219,20 @@ struct attend_args {
     const float *q_scale, *k_scale;
     const void *v;
     void *out;
-    int seq, tiles, q_gran, k_gran;
+    int seq, tiles;
+    int q_shift, k_shift; /* log2 of q_gran and k_gran: a block's scale is row >> shift's */
     int64_t scale_stride;
 };
+
+/* 2^x by the special function unit alone (ex2.approx.ftz: relative error 2^-22, subnormal results
+ * flushed to 0, which a softmax weight below 2^-126 of the row's largest may be); exp2f adds a
+ * range reduction around it for subnormals, a third more instructions a score. */
+__device__ __forceinline__ float exp2_approx(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
 
 /* A block's shared memory: the int8 queries, then the ring of int8 keys and 16-bit values. */
 template <int D, int BM, int BN, int STAGES> __host__ __device__ constexpr size_t smem_bytes()
@@ -291,7 +302,7 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const int r = ra + 16 * t + 8 * i;
-            qs[t][i] = r < seq ? __ldg(a.q_scale + blockIdx.y * a.scale_stride + r / a.q_gran)
+            qs[t][i] = r < seq ? __ldg(a.q_scale + blockIdx.y * a.scale_stride + (r >> a.q_shift))
                                : 1.f; /* rows past seq_len: zeros, not stored */
             m[t][i] = -INFINITY;
         }
@@ -310,6 +321,14 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
         const int8_t *const k_s = sk + buf * BN * D;
         const T *const v_s = sv + buf * BN * D;
 
+        /* a lane's two keys of each n8 block share a scale (k_gran is even); keys past seq_len
+         * take 1 (they are masked); loaded first, to arrive while the tensor cores run */
+        float kscale[BN / 8];
+#pragma unroll
+        for (int nb = 0; nb < BN / 8; nb++) {
+            const int j = key0 + nb * 8 + (lane % 4) * 2;
+            kscale[nb] = j < seq ? __ldg(ks + (j >> a.k_shift)) : 1.f;
+        }
         int32_t s[MT][BN / 8][4] = {};
 #pragma unroll
         for (int kk = 0; kk < D / 32; kk++)
@@ -325,14 +344,6 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
                     mma_16832(s[t][nb + 1], qa[t][kk], b1);
                 }
             }
-        /* a lane's two keys of each n8 block share a scale (k_gran is even); keys past seq_len
-         * take 1 (they are masked) */
-        float kscale[BN / 8];
-#pragma unroll
-        for (int nb = 0; nb < BN / 8; nb++) {
-            const int j = key0 + nb * 8 + (lane % 4) * 2;
-            kscale[nb] = j < seq ? __ldg(ks + j / a.k_gran) : 1.f;
-        }
         const bool mask = key0 + BN > unmasked;
         uint32_t pa[MT][BN / 16][4];
 #pragma unroll
@@ -364,7 +375,7 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
                 mx[i] = fmaxf(mx[i], __shfl_xor_sync(~0u, mx[i], 1));
                 mx[i] = fmaxf(mx[i], __shfl_xor_sync(~0u, mx[i], 2));
                 base[i] = mx[i] == -INFINITY ? 0.f : mx[i];
-                corr[i] = exp2f(m[t][i] - base[i]);
+                corr[i] = exp2_approx(m[t][i] - base[i]);
                 m[t][i] = mx[i];
                 l[t][i] *= corr[i];
             }
@@ -372,7 +383,7 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
             for (int nb = 0; nb < BN / 8; nb++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    x[nb][e] = exp2f(fmaf(x[nb][e], qs[t][e / 2] * kscale[nb], -base[e / 2]));
+                    x[nb][e] = exp2_approx(fmaf(x[nb][e], qs[t][e / 2] * kscale[nb], -base[e / 2]));
                     l[t][e / 2] += x[nb][e];
                 }
 #pragma unroll
