@@ -71,6 +71,8 @@ typedef struct {
     int sms, cc;
     int tp_size, ep_size;
     int page_size, head_dim, num_q_heads, num_kv_heads, max_model_len;
+    int batch_size, num_heads;
+    char seq_len[1024]; /* --seq-len's values, separated by commas */
     int argc;
     char **argv;
     int samples, screen_samples, top, gpu, shards, seed, patience, shard, shard_count, repeats;
@@ -107,9 +109,10 @@ static const struct {
 };
 
 /* Every option, declared once: the parser and --help are made from this table. FLAG sets an int
- * to 1, TEXT keeps the argument, INT and DOUBLE parse it within [min, max]. An option is listed
- * under its command, or with the common options (command NULL). */
-typedef enum { OPT_FLAG, OPT_TEXT, OPT_INT, OPT_DOUBLE } option_kind;
+ * to 1, TEXT keeps the argument, INT and DOUBLE parse it within [min, max], WORDS joins the
+ * arguments up to the next option into a char array of the options, separated by commas. An
+ * option is listed under its command, or with the common options (command NULL). */
+typedef enum { OPT_FLAG, OPT_TEXT, OPT_INT, OPT_DOUBLE, OPT_WORDS } option_kind;
 
 typedef struct {
     const char *name;
@@ -261,6 +264,14 @@ static const option_spec option_table[] = {
         "an attention layer: see --page-size"),
     OPT("--max-model-len", OPT_INT, max_model_len, 1, 1048576, NULL, "N",
         "an attention layer: see --page-size"),
+    OPT("--seq-len", OPT_WORDS, seq_len, 0, 0, NULL, "L [L ...]",
+        "dense attention's shapes instead of the space's (families keyed by\n"
+        "batch, heads, seq_len, head_dim): these sequence lengths (spaces or\n"
+        "commas between), with --batch-size (1), --num-heads (5, of one GPU)\n"
+        "and --head-dim (128); each other dimension (dtype, mask) as the\n"
+        "space's own shapes take it"),
+    OPT("--batch-size", OPT_INT, batch_size, 1, 65535, NULL, "N", "dense attention: see --seq-len"),
+    OPT("--num-heads", OPT_INT, num_heads, 1, 65535, NULL, "N", "dense attention: see --seq-len"),
     OPT("--key", OPT_TEXT, keys, 0, 0, NULL, "K",
         "these keys instead of the space's shapes: every dimension as\n"
         "name=value, e.g. 'dtype=bf16,m=3,n=4096,k=4096'; several keys\n"
@@ -417,6 +428,23 @@ static int parse_options(int argc, char **argv, options *o)
         }
         if (!v)
             return usage_error("%s needs a value", a);
+        if (spec->kind == OPT_WORDS) { /* the words up to the next option */
+            char *text = field;
+            const size_t cap = sizeof o->seq_len;
+            size_t n = strlen(text);
+            for (; i + 1 < argc && argv[i + 1][0] != '-'; i++) {
+                const size_t w = strlen(argv[i + 1]);
+                if (n + w + 2 > cap)
+                    return usage_error("%s: the values are longer than the option holds", a);
+                if (n > 0)
+                    text[n++] = ',';
+                memcpy(text + n, argv[i + 1], w + 1);
+                n += w;
+            }
+            if (n == 0)
+                return usage_error("%s needs a value", a);
+            continue;
+        }
         if (spec->kind == OPT_TEXT)
             *(const char **)field = v;
         else if (spec->kind == OPT_INT)
@@ -469,8 +497,9 @@ static int load_space(const options *o, ktune_space *s)
         return usage_error("%s needs a family or --space", o->command);
     }
     const int linear = o->out_in_features != NULL;
-    const int attention = o->page_size || o->head_dim || o->num_q_heads || o->num_kv_heads ||
-                          o->max_model_len;
+    const int dense = o->seq_len[0] != '\0'; /* --head-dim is dense attention's with --seq-len */
+    const int attention = o->page_size || (o->head_dim && !dense) || o->num_q_heads ||
+                          o->num_kv_heads || o->max_model_len;
     /* the flags that name keys outright: at most one, and no flag that derives shapes */
     const char *named[4];
     int nnamed = 0;
@@ -487,6 +516,7 @@ static int load_space(const options *o, ktune_space *s)
                             : o->model        ? "--model"
                             : linear          ? "--out-in-features"
                             : attention       ? "--page-size"
+                            : dense           ? "--seq-len"
                             : o->batch_sizes  ? "--batch-sizes"
                             : o->seq_lengths  ? "--seq-lengths"
                             : o->tp_size      ? "--tp-size"
@@ -500,6 +530,18 @@ static int load_space(const options *o, ktune_space *s)
     }
     if (o->tp_size && !o->model && !linear && !attention)
         return usage_error("--tp-size needs --model, --out-in-features or --page-size%s", "");
+    if (!dense && (o->batch_size || o->num_heads))
+        return usage_error("%s needs --seq-len", o->batch_size ? "--batch-size" : "--num-heads");
+    if (dense && (attention || o->model || linear || o->batch_sizes || o->seq_lengths ||
+                  o->ep_size || o->tp_size))
+        return usage_error("--seq-len and %s both name shapes: give one",
+                           attention         ? "--page-size (or --num-q-heads, ...)"
+                           : o->model        ? "--model"
+                           : linear          ? "--out-in-features"
+                           : o->batch_sizes  ? "--batch-sizes"
+                           : o->seq_lengths  ? "--seq-lengths"
+                           : o->ep_size      ? "--ep-size"
+                                             : "--tp-size (--num-heads are one GPU's)");
     if (attention && (o->model || linear || o->batch_sizes || o->seq_lengths || o->ep_size))
         return usage_error("--page-size and %s both name shapes: give one",
                            o->model          ? "--model"
@@ -523,6 +565,10 @@ static int load_space(const options *o, ktune_space *s)
                                            o->num_kv_heads, o->max_model_len, o->tp_size, &att,
                                            &err))
         return usage_error("%s", err.msg);
+    ktune_dense_attention dense_att;
+    if (dense && ktune_dense_attention_parse(o->seq_len, o->batch_size, o->num_heads, o->head_dim,
+                                             &dense_att, &err))
+        return usage_error("%s", err.msg);
     ktune_linear_shapes lin;
     if (linear && ktune_linear_parse(o->batch_sizes, o->out_in_features, o->tp_size,
                                      o->tp_split_dim, o->x_q_dtype, o->w_q_dtype, &lin, &err))
@@ -544,6 +590,7 @@ static int load_space(const options *o, ktune_space *s)
                            .where = o->where,
                            .linear = linear ? &lin : NULL,
                            .attention = attention ? &att : NULL,
+                           .dense_attention = dense ? &dense_att : NULL,
                            .keys = o->keys,
                            .untuned = o->untuned,
                            .shapes = o->shapes,

@@ -1,4 +1,5 @@
 #include "attention.h"
+#include "linear.h"
 
 int ktune_attention_parse(int64_t page_size, int64_t head_dim, int64_t q_heads, int64_t kv_heads,
                           int64_t max_len, int64_t tp, ktune_attention_shapes *a, ktune_err *err)
@@ -26,4 +27,14 @@ int ktune_attention_parse(int64_t page_size, int64_t head_dim, int64_t q_heads, 
     a->q_heads = q_heads / tp;
     a->kv_heads = kv_heads % tp == 0 ? kv_heads / tp : 1;
     return 0;
+}
+
+int ktune_dense_attention_parse(const char *seq_lens, int64_t batch, int64_t heads,
+                                int64_t head_dim, ktune_dense_attention *a, ktune_err *err)
+{
+    a->batch = batch > 0 ? batch : 1;
+    a->heads = heads > 0 ? heads : 5;
+    a->head_dim = head_dim > 0 ? head_dim : 128;
+    return ktune_sizes_parse("--seq-len", seq_lens, a->seq_len, KTUNE_ATTENTION_MAX_SEQS,
+                             &a->nseq, err);
 }

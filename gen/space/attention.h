@@ -24,4 +24,23 @@ typedef struct {
 int ktune_attention_parse(int64_t page_size, int64_t head_dim, int64_t q_heads, int64_t kv_heads,
                           int64_t max_len, int64_t tp, ktune_attention_shapes *a, ktune_err *err);
 
+/* The most sequence lengths --seq-len takes. */
+#define KTUNE_ATTENTION_MAX_SEQS 64
+
+/* The shapes of dense attention given on the command line, as the seed's INT8-QK attention tuner
+ * takes them: --seq-len 8192 16384 32768 --batch-size 1 --num-heads 5 --head-dim 128 (the heads
+ * of one GPU). They take the place of the space's own shapes, for any family whose key has
+ * dimensions batch, heads, seq_len and head_dim: a shape for each sequence length and each
+ * combination of the other dimensions (dtype, mask, ...) the space's own shapes use. */
+typedef struct {
+    int64_t batch, heads, head_dim;
+    int64_t seq_len[KTUNE_ATTENTION_MAX_SEQS];
+    int nseq;
+} ktune_dense_attention;
+
+/* The flags' values (seq_lens: the lengths separated by commas; 0: not given, the seed's default
+ * then: batch 1, 5 heads, head_dim 128) into a. Errors name the flag and the item. */
+int ktune_dense_attention_parse(const char *seq_lens, int64_t batch, int64_t heads,
+                                int64_t head_dim, ktune_dense_attention *a, ktune_err *err);
+
 #endif

@@ -573,6 +573,43 @@ static int load_attention(const ktune_attention_shapes *a, const ktune_space *ow
     return 0;
 }
 
+/* The command line's dense attention (attention.h) as shapes of s: each sequence length with each
+ * combination of the other dimensions of own, the space's own shapes. */
+static int load_dense_attention(const ktune_dense_attention *a, const ktune_space *own,
+                                ktune_space *s, shape_list *l, ktune_err *err)
+{
+    static const char *const names[] = {"batch", "heads", "seq_len", "head_dim"};
+    enum { NAMES = sizeof names / sizeof names[0] };
+    int dim[NAMES] = {-1, -1, -1, -1};
+    for (int d = 0; d < s->nkey; d++)
+        for (int j = 0; j < NAMES; j++)
+            if (strcmp(s->key[d].name, names[j]) == 0)
+                dim[j] = d;
+    for (int j = 0; j < NAMES; j++)
+        if (dim[j] < 0)
+            return ktune_fail(err, "--seq-len: %s's key has no dimension %s", s->family,
+                              names[j]);
+    if (own->nshapes == 0)
+        return ktune_fail(err, "--seq-len: %s's space has no shapes to take the other "
+                               "dimensions of its key from", s->family);
+    const size_t first = l->count;
+    for (int i = 0; i < a->nseq; i++)
+        for (int o = 0; o < own->nshapes; o++) {
+            int64_t key[KTUNE_MAX_KEY];
+            memcpy(key, own->shapes[o].key, sizeof key);
+            key[dim[0]] = a->batch;
+            key[dim[1]] = a->heads;
+            key[dim[2]] = a->seq_len[i];
+            key[dim[3]] = a->head_dim;
+            int seen = 0;
+            for (size_t j = first; j < l->count && !seen; j++)
+                seen = memcmp(l->items[j].key, key, sizeof key) == 0;
+            if (!seen && shape_add(l, key, NULL, NULL, err))
+                return -1;
+        }
+    return 0;
+}
+
 int ktune_shapes_dtypes(const ktune_space *s, int64_t *dtypes)
 {
     int dd = -1, count = 0;
@@ -660,9 +697,15 @@ int ktune_shapes_load(const char *file, const ktune_node *n, ktune_space *s,
     shape_list l = {0};
     int rc = 0, models = 0, listing = 0;
     /* the command line's keys */
-    const int named = o && (o->linear || o->attention || o->keys || o->untuned || o->shapes ||
-                            o->random_models);
-    if (o && o->attention) {
+    const int named = o && (o->linear || o->attention || o->dense_attention || o->keys ||
+                            o->untuned || o->shapes || o->random_models);
+    if (o && o->dense_attention) {
+        ktune_space own; /* the space's own shapes: their other dimensions */
+        rc = load_own(file, n, s, &own, err);
+        if (rc == 0)
+            rc = load_dense_attention(o->dense_attention, &own, s, &l, err);
+        free(own.shapes);
+    } else if (o && o->attention) {
         ktune_space own; /* the space's own shapes: their dtypes and q_len */
         rc = load_own(file, n, s, &own, err);
         if (rc == 0)

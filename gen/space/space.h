@@ -79,6 +79,8 @@ typedef struct {
                                           (--batch-sizes, --out-in-features...), or NULL */
     const ktune_attention_shapes *attention; /* an attention layer's shapes instead of the
                                                 space's (--page-size, --head-dim, ...), or NULL */
+    const ktune_dense_attention *dense_attention; /* dense attention's shapes instead of the
+                                                     space's (--seq-len, ...), or NULL */
     const char *keys;    /* these keys instead of the space's shapes (--key, keys.h), or NULL */
     const char *untuned; /* the keys of this file instead (--untuned, keys.h), or NULL */
     const char *shapes;  /* the keys of this file instead (--shapes, keys.h), or NULL */
