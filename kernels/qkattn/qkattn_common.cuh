@@ -100,8 +100,9 @@ template <int BM, int WARPS, int BN, int STAGES, int QG, int KG> struct launcher
                   "blocks of at least the workspace's finest, powers of two (found by a shift)");
     /* Configurations past the registers or the shared memory a block can have (the space's
      * constraints keep them out) are not compiled for that head_dim. */
+    static constexpr int MT = BM / (16 * WARPS);
     template <int D>
-    static constexpr bool fits = BM / (16 * WARPS) * (D / 2 + BN / 2 + D / 8) <= 192 &&
+    static constexpr bool fits = MT * (D / 2 + BN / 2) + (2 - MT) * (D / 8) <= 192 &&
                                  smem_bytes<D, BM, BN, STAGES>() <= 232448;
 
     template <typename T, int D>

@@ -13,8 +13,9 @@
  *
  * Attention: a block takes BM = 16 * MT * WARPS queries of a (batch, head) (blockIdx.y) and walks
  * the keys BN a step: the int8 keys and the 16-bit values of a step come by cp.async into a
- * STAGES-deep ring of swizzled shared memory, S = Q K^T on m16n8k32 (int8 into exact int32, the
- * warp's Q fragments held in registers for the whole walk), scaled by the row's and key's
+ * STAGES-deep ring of swizzled shared memory, S = Q K^T on m16n8k32 (int8 into exact int32, a
+ * warp of one row tile holding its Q fragments in registers for the whole walk), scaled by the
+ * row's and key's
  * scales; an online softmax in fp32 (exp2); P rounded to the values' type and O += P V on
  * m16n8k16 with fp32 accumulators. Each warp owns MT row tiles of 16 and every key of a step.
  * Causal blocks stop at their last query's key and run last tile first (the longest walks start
@@ -288,17 +289,22 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
     }
 
     /* the warp's MT row tiles of 16 (this lane's rows ra + 16 t and ra + 16 t + 8), their Q
-     * fragments and scales */
+     * fragments (held in registers for the walk with one row tile; read from shared memory each
+     * step with two, whose accumulators take the registers) and scales */
+    constexpr bool HOLD_Q = MT == 1;
     const int wr = warp * 16 * MT, ra = r0 + wr + lane / 4;
+    auto q_fragment = [&](uint32_t(&f)[4], int t, int kk) {
+        ldmatrix_x4(f, sq + tile8_at<D>(wr + 16 * t + lane % 16, kk * 2 + lane / 16));
+    };
     cp_async_wait<STAGES - 2>();
     __syncthreads();
-    uint32_t qa[MT][D / 32][4];
+    uint32_t qa[HOLD_Q ? MT : 1][D / 32][4];
     float qs[MT][2], o[MT][D / 8][4] = {}, m[MT][2], l[MT][2] = {};
 #pragma unroll
     for (int t = 0; t < MT; t++) {
 #pragma unroll
-        for (int kk = 0; kk < D / 32; kk++)
-            ldmatrix_x4(qa[t][kk], sq + tile8_at<D>(wr + 16 * t + lane % 16, kk * 2 + lane / 16));
+        for (int kk = 0; kk < D / 32 && HOLD_Q; kk++)
+            q_fragment(qa[t][kk], t, kk);
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const int r = ra + 16 * t + 8 * i;
@@ -331,7 +337,18 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
         }
         int32_t s[MT][BN / 8][4] = {};
 #pragma unroll
-        for (int kk = 0; kk < D / 32; kk++)
+        for (int kk = 0; kk < D / 32; kk++) {
+            uint32_t qf[MT][4];
+#pragma unroll
+            for (int t = 0; t < MT; t++) {
+                if constexpr (HOLD_Q) {
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        qf[t][i] = qa[t][kk][i];
+                } else {
+                    q_fragment(qf[t], t, kk);
+                }
+            }
 #pragma unroll
             for (int nb = 0; nb < BN / 8; nb += 2) {
                 uint32_t kb[4];
@@ -340,10 +357,11 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
                 const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
 #pragma unroll
                 for (int t = 0; t < MT; t++) {
-                    mma_16832(s[t][nb], qa[t][kk], b0);
-                    mma_16832(s[t][nb + 1], qa[t][kk], b1);
+                    mma_16832(s[t][nb], qf[t], b0);
+                    mma_16832(s[t][nb + 1], qf[t], b1);
                 }
             }
+        }
         const bool mask = key0 + BN > unmasked;
         uint32_t pa[MT][BN / 16][4];
 #pragma unroll
