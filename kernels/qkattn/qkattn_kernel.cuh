@@ -24,8 +24,8 @@
 
 #include <math.h>
 
+#include "../common/attention_mma.cuh"
 #include "../qmatmul/qmatmul_common.cuh"
-#include "../rpa/rpa_kernel.cuh"
 #include "ktune/qkattn.h"
 
 namespace ktune_qkattn_impl {
@@ -33,12 +33,10 @@ namespace ktune_qkattn_impl {
 using ktune_common::cp_async16;
 using ktune_common::cp_async_commit;
 using ktune_common::cp_async_wait;
+using ktune_attention_mma::tile_at;
 using ktune_matmul_impl::ldmatrix_x4;
-using ktune_matmul_impl::mma_16816;
 using ktune_matmul_impl::pack2;
 using ktune_qmatmul_impl::mma_16832;
-using ktune_rpa_impl::ldmatrix_x4_trans;
-using ktune_rpa_impl::tile_at;
 
 /* Slices of a (batch, head)'s tokens whose channel statistics channel_stats writes. */
 constexpr int STAT_PARTS = 32;
@@ -225,16 +223,6 @@ struct attend_args {
     int64_t scale_stride;
 };
 
-/* 2^x by the special function unit alone (ex2.approx.ftz: relative error 2^-22, subnormal results
- * flushed to 0, which a softmax weight below 2^-126 of the row's largest may be); exp2f adds a
- * range reduction around it for subnormals, a third more instructions a score. */
-__device__ __forceinline__ float exp2_approx(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
 /* A block's shared memory: the int8 queries, then the ring of int8 keys and 16-bit values. */
 template <int D, int BM, int BN, int STAGES> __host__ __device__ constexpr size_t smem_bytes()
 {
@@ -387,53 +375,20 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
                 mx[0] = fmaxf(mx[0], top[0] * (qs[t][0] * kscale[nb]));
                 mx[1] = fmaxf(mx[1], top[1] * (qs[t][1] * kscale[nb]));
             }
+            const ktune_attention_mma::exp2_fast exp2;
             float corr[2], base[2];
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                mx[i] = fmaxf(mx[i], __shfl_xor_sync(~0u, mx[i], 1));
-                mx[i] = fmaxf(mx[i], __shfl_xor_sync(~0u, mx[i], 2));
-                base[i] = mx[i] == -INFINITY ? 0.f : mx[i];
-                corr[i] = exp2_approx(m[t][i] - base[i]);
-                m[t][i] = mx[i];
-                l[t][i] *= corr[i];
-            }
+            ktune_attention_mma::softmax_step(mx, m[t], l[t], base, corr, exp2);
 #pragma unroll
             for (int nb = 0; nb < BN / 8; nb++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    x[nb][e] = exp2_approx(fmaf(x[nb][e], qs[t][e / 2] * kscale[nb], -base[e / 2]));
+                    x[nb][e] = exp2(fmaf(x[nb][e], qs[t][e / 2] * kscale[nb], -base[e / 2]));
                     l[t][e / 2] += x[nb][e];
                 }
-#pragma unroll
-            for (int dn = 0; dn < D / 8; dn++) {
-                o[t][dn][0] *= corr[0];
-                o[t][dn][1] *= corr[0];
-                o[t][dn][2] *= corr[1];
-                o[t][dn][3] *= corr[1];
-            }
-#pragma unroll
-            for (int kb = 0; kb < BN / 16; kb++) {
-                pa[t][kb][0] = pack2<T>(x[2 * kb][0], x[2 * kb][1]);
-                pa[t][kb][1] = pack2<T>(x[2 * kb][2], x[2 * kb][3]);
-                pa[t][kb][2] = pack2<T>(x[2 * kb + 1][0], x[2 * kb + 1][1]);
-                pa[t][kb][3] = pack2<T>(x[2 * kb + 1][2], x[2 * kb + 1][3]);
-            }
+            ktune_attention_mma::rescale(o[t], corr);
+            ktune_attention_mma::pack_p<T>(x, pa[t]);
         }
-#pragma unroll
-        for (int kb = 0; kb < BN / 16; kb++) {
-            const int vr = kb * 16 + ((lane / 8) % 2) * 8 + lane % 8;
-#pragma unroll
-            for (int dn = 0; dn < D / 8; dn += 2) {
-                uint32_t vb[4];
-                ldmatrix_x4_trans(vb, v_s + tile_at<D>(vr, dn + lane / 16));
-                const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
-#pragma unroll
-                for (int t = 0; t < MT; t++) {
-                    mma_16816<T>(o[t][dn], pa[t][kb], b0);
-                    mma_16816<T>(o[t][dn + 1], pa[t][kb], b1);
-                }
-            }
-        }
+        ktune_attention_mma::accumulate_pv<T, D, BN, MT>(o, pa, v_s, 0, lane);
     }
     cp_async_wait<0>();
 

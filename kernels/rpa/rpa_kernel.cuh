@@ -26,6 +26,7 @@
 
 #include <math.h>
 
+#include "../common/attention_mma.cuh"
 #include "../matmul/matmul_common.cuh"
 #include "ktune/rpa.h"
 
@@ -34,10 +35,10 @@ namespace ktune_rpa_impl {
 using ktune_common::cp_async16;
 using ktune_common::cp_async_commit;
 using ktune_common::cp_async_wait;
-using ktune_common::smem_addr;
 using ktune_matmul_impl::ldmatrix_x4;
 using ktune_matmul_impl::mma_16816;
 using ktune_matmul_impl::pack2;
+using ktune_attention_mma::tile_at;
 
 /* A launch's arguments, validated and clamped by the host (rpa_common.cuh). */
 struct args {
@@ -51,24 +52,6 @@ struct args {
     int chunk_steps; /* steps of keys a split takes: split z takes keys from z * chunk_steps * BN */
     float scale_log2;
 };
-
-/* Four 8x8 matrices of 16-bit elements from shared memory, transposed: a lane receives a column
- * pair of each (the B fragments of a row-major K x N tile). */
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(p))
-                 : "memory");
-}
-
-/* The element offset of 16-byte chunk `chunk` of row `row` in a tile of rows of D elements: the
- * chunks XOR-swizzled by the row, so that ldmatrix's 8 rows at one column hit 8 bank groups. */
-template <int D> __device__ __forceinline__ int tile_at(int row, int chunk)
-{
-    static_assert(D % 64 == 0, "rows of at least 8 chunks");
-    return row * D + ((chunk ^ (row & 7)) * 8);
-}
 
 template <int BM> __host__ __device__ constexpr int tiles_of(int q_len, int group)
 {
@@ -264,15 +247,8 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
                     mx[e / 2] = fmaxf(mx[e / 2], x);
                 }
             float corr[2], base[2];
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                mx[i] = fmaxf(mx[i], __shfl_xor_sync(~0u, mx[i], 1));
-                mx[i] = fmaxf(mx[i], __shfl_xor_sync(~0u, mx[i], 2));
-                base[i] = mx[i] == -INFINITY ? 0.f : mx[i];
-                corr[i] = exp2f(m[t][i] - base[i]);
-                m[t][i] = mx[i];
-                l[t][i] *= corr[i];
-            }
+            ktune_attention_mma::softmax_step(mx, m[t], l[t], base, corr,
+                                              ktune_attention_mma::exp2_exact());
 #pragma unroll
             for (int nb = 0; nb < KW / 8; nb++)
 #pragma unroll
@@ -280,36 +256,10 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
                     s[t][nb][e] = exp2f(s[t][nb][e] - base[e / 2]);
                     l[t][e / 2] += s[t][nb][e];
                 }
-#pragma unroll
-            for (int dn = 0; dn < D / 8; dn++) {
-                o[t][dn][0] *= corr[0];
-                o[t][dn][1] *= corr[0];
-                o[t][dn][2] *= corr[1];
-                o[t][dn][3] *= corr[1];
-            }
-#pragma unroll
-            for (int kb = 0; kb < KW / 16; kb++) {
-                pa[t][kb][0] = pack2<T>(s[t][2 * kb][0], s[t][2 * kb][1]);
-                pa[t][kb][1] = pack2<T>(s[t][2 * kb][2], s[t][2 * kb][3]);
-                pa[t][kb][2] = pack2<T>(s[t][2 * kb + 1][0], s[t][2 * kb + 1][1]);
-                pa[t][kb][3] = pack2<T>(s[t][2 * kb + 1][2], s[t][2 * kb + 1][3]);
-            }
+            ktune_attention_mma::rescale(o[t], corr);
+            ktune_attention_mma::pack_p<T>(s[t], pa[t]);
         }
-#pragma unroll
-        for (int kb = 0; kb < KW / 16; kb++) {
-            const int vr = wn * KW + kb * 16 + ((lane / 8) % 2) * 8 + lane % 8;
-#pragma unroll
-            for (int dn = 0; dn < D / 8; dn += 2) {
-                uint32_t vb[4];
-                ldmatrix_x4_trans(vb, v_s + tile_at<D>(vr, dn + lane / 16));
-                const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
-#pragma unroll
-                for (int t = 0; t < MT; t++) {
-                    mma_16816<T>(o[t][dn], pa[t][kb], b0);
-                    mma_16816<T>(o[t][dn + 1], pa[t][kb], b1);
-                }
-            }
-        }
+        ktune_attention_mma::accumulate_pv<T, D, KW, MT>(o, pa, v_s, wn * KW, lane);
     }
     cp_async_wait<0>();
 
