@@ -208,7 +208,10 @@ int ktune_emit_instances(const ktune_space *s, const char *set, const int *confi
         ktune_buf_printf(&d, "m4_define([[kt4_count]], [[%d]])\n", count);
         ktune_buf_printf(&d, "m4_define([[kt4_configs]], [[");
         for (int i = 0; i < count; i++) {
-            if (shard < shards && i % shards != shard)
+            /* consecutive configs to one file: those that differ only in their last
+             * parameters often share kernels (a parameter the launcher passes at run time),
+             * which a file then compiles once */
+            if (shard < shards && (int)((int64_t)i * shards / count) != shard)
                 continue;
             const ktune_space_config *c = &s->configs[configs[i]];
             const ktune_space_variant *v = &s->variants[c->variant];
