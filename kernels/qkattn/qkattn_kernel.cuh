@@ -15,9 +15,9 @@
  * the keys BN a step: the int8 keys and the 16-bit values of a step come by cp.async into a
  * STAGES-deep ring of swizzled shared memory, S = Q K^T on m16n8k32 (int8 into exact int32, a
  * warp of one row tile holding its Q fragments in registers for the whole walk), scaled by the
- * row's and key's
- * scales; an online softmax in fp32 (exp2); P rounded to the values' type and O += P V on
- * m16n8k16 with fp32 accumulators. Each warp owns MT row tiles of 16 and every key of a step.
+ * row's and the key's scales; an online softmax in fp32 (exp2 on the special function unit); P
+ * rounded to the values' type and O += P V on m16n8k16 with fp32 accumulators
+ * (attention_mma.cuh). Each warp owns MT row tiles of 16 and every key of a step.
  * Causal blocks stop at their last query's key and run last tile first (the longest walks start
  * first, the short ones fill the tail). Keys past seq_len load zeros and are masked. */
 #pragma once

@@ -48,7 +48,8 @@ struct shape {
 bool shape_of(const int64_t *key, shape &s)
 {
     if ((key[0] != KTUNE_F16 && key[0] != KTUNE_BF16) || (key[4] != 64 && key[4] != 128) ||
-        key[1] < 1 || key[2] < 1 || key[1] * key[2] > 65535 || key[3] < 1 ||
+        key[1] < 1 || key[2] < 1 || key[1] > 65535 || key[2] > 65535 ||
+        key[1] * key[2] > 65535 || key[3] < 1 ||
         key[3] >= (1 << 30) || (key[5] != 1 && key[5] != 2))
         return false;
     s.dtype = (ktune_dtype)key[0];
@@ -190,7 +191,8 @@ __global__ void reference(ktune_qkattn_problem p, const int64_t *group_first, fl
 }
 
 /* bad[0] += the elements of y that are not finite. */
-template <typename T> __global__ void count_nonfinite(const T *y, int64_t n, unsigned long long *bad)
+template <typename T>
+__global__ void count_nonfinite(const T *y, int64_t n, unsigned long long *bad)
 {
     unsigned long long count = 0;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
