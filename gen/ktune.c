@@ -195,8 +195,8 @@ static const option_spec option_table[] = {
         "and which variant wins along DIM (e.g. m) for each value of the\n"
         "other dimensions"),
     OPT("--plot", OPT_TEXT, plot, 0, 0, "bench", "PNG",
-        "also draw time against the first size of the key, a line a\n"
-        "variant (gnuplot)"),
+        "also draw time against the first size of the key that varies\n"
+        "between the rows, a line a variant (gnuplot)"),
     OPT("--threshold", OPT_DOUBLE, threshold, 0, INFINITY, "verify", "P",
         "the slowdown, in percent, that fails an entry beyond the noise (5)"),
     OPT("--repeats", OPT_INT, repeats, 1, 100, "verify", "N",

@@ -121,13 +121,10 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
     const int nitems = keys ? s->nshapes : reg.nentries;
     int64_t limits[KTUNE_NLIMITS];
     ktune_limits_from(&w.device, limits);
-    int dtype_dim = -1, x_dim = -1;
-    for (int d = 0; d < s->nkey; d++) {
+    int dtype_dim = -1;
+    for (int d = 0; d < s->nkey; d++)
         if (s->key[d].kind == KTUNE_DIM_DTYPE && dtype_dim < 0)
             dtype_dim = d;
-        if (s->key[d].kind == KTUNE_DIM_INT && x_dim < 0)
-            x_dim = d;
-    }
     ktune_plot_point *points = calloc((size_t)nitems + 1, sizeof *points);
     double *variant_us = calloc((size_t)(nitems + 1) * (size_t)s->nvariants, sizeof *variant_us);
     int champion[64];
@@ -302,6 +299,7 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
         for (int i = 0; i < n && dtype_dim >= 0; i++)
             if (points[i].key[dtype_dim] == KTUNE_BF16)
                 dtype = KTUNE_BF16;
+        const int x_dim = ktune_plot_axis(s, points, n, dtype);
         if (x_dim < 0) {
             ktune_fail(err, "--plot: %s has no integer key dimension", s->family);
             goto cleanup;

@@ -24,6 +24,28 @@ static int dtype_dim(const ktune_space *s)
     return -1;
 }
 
+int ktune_plot_axis(const ktune_space *s, const ktune_plot_point *p, int count, int64_t dtype)
+{
+    const int dd = dtype_dim(s);
+    int first_int = -1;
+    for (int d = 0; d < s->nkey; d++) {
+        if (s->key[d].kind != KTUNE_DIM_INT)
+            continue;
+        if (first_int < 0)
+            first_int = d;
+        int seen = -1; /* the first point of the dtype */
+        for (int i = 0; i < count; i++) {
+            if (dd >= 0 && dtype >= 0 && p[i].key[dd] != dtype)
+                continue;
+            if (seen < 0)
+                seen = i;
+            else if (p[i].key[d] != p[seen].key[d])
+                return d;
+        }
+    }
+    return first_int;
+}
+
 int ktune_plot_write(const ktune_space *s, const ktune_plot_point *p, int count, int x,
                      int64_t dtype, const char *const *vendors, int nvendors, const char *device,
                      const char *png, ktune_err *err)

@@ -16,6 +16,12 @@ typedef struct {
     double *variant_us; /* a value for each variant of the space, 0 where none */
 } ktune_plot_point;
 
+/* The key dimension a plot of these points draws time against: the first integer dimension
+ * whose value differs between two points of dtype `dtype` (-1: every point), else the first
+ * integer dimension; -1 where the key has none. */
+int ktune_plot_axis(const ktune_space *space, const ktune_plot_point *points, int count,
+                    int64_t dtype);
+
 /* Writes png (and png's .gp script and .dat data beside it) for the points whose dtype is dtype
  * (-1: the space has no dtype dimension), with x the key dimension x_dim, and a line for each of
  * the nvendors vendor paths named (identifiers); runs gnuplot. */
