@@ -430,7 +430,7 @@ static int parse_options(int argc, char **argv, options *o)
             return usage_error("%s needs a value", a);
         if (spec->kind == OPT_WORDS) { /* the words up to the next option */
             char *text = field;
-            const size_t cap = sizeof o->seq_len;
+            const size_t cap = sizeof o->seq_len; /* the one WORDS option's array */
             size_t n = strlen(text);
             for (; i + 1 < argc && argv[i + 1][0] != '-'; i++) {
                 const size_t w = strlen(argv[i + 1]);

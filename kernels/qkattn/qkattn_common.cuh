@@ -1,5 +1,5 @@
 /* What the qkattn configurations share on the host: the problem's rules, the workspace's layout,
- * and the launches of a config (K's means, the quantization, the attention). */
+ * and the launches of a config (the channels' statistics, the quantization, the attention). */
 #pragma once
 
 #include "launch.cuh"
@@ -11,7 +11,7 @@ namespace ktune_qkattn_impl {
 inline bool shape_ok(const ktune_qkattn_problem &p)
 {
     return p.batch >= 1 && p.heads >= 1 && p.batch <= 65535 && p.heads <= 65535 &&
-           p.batch * p.heads <= 65535 && p.seq_len >= 1 && p.seq_len < (INT32_MAX / 2) &&
+           p.batch * p.heads <= 65535 && p.seq_len >= 1 && p.seq_len < (1 << 30) &&
            (p.head_dim == 64 || p.head_dim == 128) && (p.causal == 0 || p.causal == 1) &&
            isfinite(p.scale) && p.scale > 0.f && (p.dtype == KTUNE_BF16 || p.dtype == KTUNE_F16);
 }
