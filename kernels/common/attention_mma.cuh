@@ -47,6 +47,13 @@ struct exp2_fast {
     }
 };
 
+/* A row's value summed over the quad of lanes that hold its columns (a running sum's total). */
+__device__ __forceinline__ float quad_sum(float x)
+{
+    x += __shfl_xor_sync(~0u, x, 1);
+    return x + __shfl_xor_sync(~0u, x, 2);
+}
+
 /* The online softmax's step for a lane's two rows of a row tile: mx, the step's largest score of
  * each row on this lane (log2 units; -inf for none), taken over the row's quad; base, what the
  * step's scores are to be exponentiated against (the new running max, 0 while a row has seen no

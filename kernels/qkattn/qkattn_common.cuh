@@ -129,12 +129,11 @@ template <int BM, int WARPS, int BN, int STAGES, int QG, int KG> struct launcher
         a.v = p.v;
         a.out = p.out;
         a.seq = (int)p.seq_len;
-        a.tiles = (int)((p.seq_len + BM - 1) / BM);
         a.q_shift = __builtin_ctz(QG);
         a.k_shift = __builtin_ctz(KG);
         a.scale_stride = scale_stride(p.seq_len);
         constexpr size_t smem = smem_bytes<D, BM, BN, STAGES>();
-        const dim3 grid((unsigned)a.tiles, (unsigned)(p.batch * p.heads));
+        const dim3 grid((unsigned)((p.seq_len + BM - 1) / BM), (unsigned)(p.batch * p.heads));
         return p.causal
                    ? ktune_launch::launch(attend<T, D, BM, WARPS, BN, STAGES, true>, grid,
                                           dim3(WARPS * 32), dim3(1, 1, 1), smem, s, a)

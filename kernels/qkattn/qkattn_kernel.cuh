@@ -218,7 +218,7 @@ struct attend_args {
     const float *q_scale, *k_scale;
     const void *v;
     void *out;
-    int seq, tiles;
+    int seq;
     int q_shift, k_shift; /* log2 of q_gran and k_gran: a block's scale is row >> shift's */
     int64_t scale_stride;
 };
@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
     T *const sv = reinterpret_cast<T *>(sk + STAGES * BN * D);
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int tile = CAUSAL ? a.tiles - 1 - (int)blockIdx.x : (int)blockIdx.x;
+    const int tile = CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
     const int r0 = tile * BM, seq = a.seq;
     const int64_t head = (int64_t)blockIdx.y * seq;
     const int kv_end = CAUSAL ? min(seq, r0 + BM) : seq;
@@ -398,9 +398,7 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
     for (int t = 0; t < MT; t++)
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            float sum = l[t][i];
-            sum += __shfl_xor_sync(~0u, sum, 1);
-            sum += __shfl_xor_sync(~0u, sum, 2);
+            const float sum = ktune_attention_mma::quad_sum(l[t][i]);
             const int r = ra + 16 * t + 8 * i;
             if (r >= seq)
                 continue;

@@ -76,7 +76,6 @@ struct state {
     size_t workspace_bytes = 0;
     int64_t *group_first = nullptr; /* a sampled group's first row, of bh x seq */
     float *ref = nullptr;           /* groups x 16 x D */
-    double *sums = nullptr;         /* the check's sums: 2 classes x 5 */
     void *scratch = nullptr;
     size_t copy_bytes = 0;
     ktune_qkattn_problem problem(int set) const
@@ -210,7 +209,7 @@ __global__ void count_nonfinite(const T *y, int64_t n, unsigned long long *bad)
 template <typename T>
 __global__ void __launch_bounds__(1024)
     accuracy(const T *y, const float *ref, const int64_t *group_first, int groups, int64_t seq,
-             int64_t bh, int D, double *sums, unsigned long long *bad)
+             int64_t bh, int D, unsigned long long *bad)
 {
     __shared__ double part[32][2][5];
     double s[2][5] = {};
@@ -246,8 +245,6 @@ __global__ void __launch_bounds__(1024)
         for (int w = 0; w < 32; w++)
             for (int j = 0; j < 5; j++)
                 t[j] += part[w][c][j];
-        for (int j = 0; j < 5; j++)
-            sums[c * 5 + j] = t[j];
         if (t[4] == 0.0 && t[1] == 0.0)
             continue; /* no row of this class sampled */
         const float cosine = (float)(t[0] / sqrt(t[1] * t[2]));
@@ -343,7 +340,7 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
     carver c{e == cudaSuccess ? (char *)ktune_worker_arena(
                                     (size_t)sets * set_bytes + carver::round(st.workspace_bytes) +
                                         carver::round(first.size() * 8) +
-                                        carver::round(ref_bytes) + carver::round(80) +
+                                        carver::round(ref_bytes) +
                                         carver::round(st.copy_bytes),
                                     &e)
                               : nullptr};
@@ -357,7 +354,6 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
         st.workspace = c.take(st.workspace_bytes);
         st.group_first = (int64_t *)c.take(first.size() * 8);
         st.ref = (float *)c.take(ref_bytes);
-        st.sums = (double *)c.take(80);
         st.scratch = c.take(st.copy_bytes);
         st.sets = sets;
         st.groups = (int)first.size();
@@ -399,7 +395,7 @@ cudaError_t compare_as(cudaStream_t stream, unsigned long long *bad)
     const T *y = (const T *)st.out[0];
     count_nonfinite<T><<<1024, 256, 0, stream>>>(y, st.s.elems, bad);
     accuracy<T><<<1, 1024, 0, stream>>>(y, st.ref, st.group_first, st.groups, st.s.seq, st.s.bh,
-                                        (int)st.s.D, st.sums, bad);
+                                        (int)st.s.D, bad);
     return cudaGetLastError();
 }
 

@@ -319,9 +319,7 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
     for (int t = 0; t < MT; t++)
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            float sum = l[t][i];
-            sum += __shfl_xor_sync(~0u, sum, 1);
-            sum += __shfl_xor_sync(~0u, sum, 2);
+            const float sum = ktune_attention_mma::quad_sum(l[t][i]);
             const int r = ra + 16 * t + 8 * i;
             if (r >= r_end)
                 continue;
