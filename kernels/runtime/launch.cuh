@@ -59,6 +59,28 @@ cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluste
     return e;
 }
 
+/* Launches kernel on grid x block as a cooperative grid: every block resident at once, so that
+ * they may wait for each other at grid barriers (the launch fails where the device cannot hold
+ * the grid). A launch error is returned and cleared. */
+template <typename... Params, typename... Args>
+cudaError_t launch_cooperative(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s,
+                               Args... args)
+{
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeCooperative;
+    attr.val.cooperative = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.stream = s;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    const cudaError_t e = cudaLaunchKernelEx(&config, kernel, args...);
+    if (e != cudaSuccess)
+        cudaGetLastError();
+    return e;
+}
+
 /* How many clusters of `cluster` blocks of `block` threads and smem bytes of dynamic shared memory
  * the current device holds at once (blocks when the cluster is one block): the grid of a
  * persistent kernel. */

@@ -26,3 +26,5 @@ typedef cudaError_t ktune__softmax_launch_t(const void *x, void *y, int64_t rows
     KTUNE_SOFTMAX_DEFINE_(fn, ktune_softmax_impl::smem_launcher<ctas, threads>)
 #define KTUNE_SOFTMAX_DEFINE_PIPE(fn, ctas, threads, stages)                                       \
     KTUNE_SOFTMAX_DEFINE_(fn, ktune_softmax_impl::pipe_launcher<ctas, threads, stages>)
+#define KTUNE_SOFTMAX_DEFINE_SPLIT(fn, threads, unroll, per_sm)                                    \
+    KTUNE_SOFTMAX_DEFINE_(fn, ktune_softmax_impl::split_launcher<threads, unroll, per_sm>)

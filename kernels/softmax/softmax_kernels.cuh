@@ -1,10 +1,12 @@
-/* Row softmax kernels. Each reads its row once (online: twice) and writes it once, in fp32
- * arithmetic, for any cols >= 1: rows whose length is not a multiple of the vector width, or
- * whose pointers are not aligned to it, take the element-wise path of the same kernel. */
+/* Row softmax kernels. Each reads its row once (online, split: twice) and writes it once, in fp32
+ * arithmetic, for any cols >= 1. A row need not start at a vector boundary: where x and y lie the
+ * same distance past one, a row's vectors are aligned loads and stores, its first and last few
+ * elements one at a time; otherwise the whole row goes element by element. */
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -171,30 +173,46 @@ __device__ __forceinline__ void pack_store(T *dst, const pack<T, VEC> &p)
     }
 }
 
-/* VEC elements from idx on, as stored; -inf past the end of the row. */
-template <typename T, int VEC>
-__device__ __forceinline__ pack<T, VEC> load_raw(const T *row, int64_t idx, int cols, bool aligned)
+/* How many elements a row lies past a boundary of VEC elements: row - lead is aligned to them. */
+template <typename T, int VEC> __device__ __forceinline__ int lead(const T *row)
 {
+    return (int)((uintptr_t)row % (sizeof(T) * VEC) / sizeof(T));
+}
+
+/* A row's vector slots: slot idx (a multiple of VEC) holds its elements [idx - shift, idx - shift
+ * + VEC). With shift = lead<T, VEC>(row), a slot wholly inside the row is one aligned access; the
+ * row needs cols + shift elements of slots, which those a kernel holds (capacity) may not have:
+ * then it goes element by element (aligned cleared, shift 0). */
+template <typename T, int VEC>
+__device__ __forceinline__ int row_shift(const T *row, int cols, int64_t capacity, bool &aligned)
+{
+    const int shift = aligned ? lead<T, VEC>(row) : 0;
+    if (cols + (int64_t)shift <= capacity)
+        return shift;
+    aligned = false;
+    return 0;
+}
+
+/* Slot idx of the row (see row_shift), as stored; -inf outside the row. */
+template <typename T, int VEC>
+__device__ __forceinline__ pack<T, VEC> load_raw(const T *row, int64_t idx, int cols, int shift,
+                                                 bool aligned)
+{
+    const int64_t at = idx - shift;
+    if (aligned && at >= 0 && at + VEC <= cols)
+        return pack_load<T, VEC>(row + at);
     pack<T, VEC> p;
-    if (aligned) {
-        if (idx < cols)
-            return pack_load<T, VEC>(row + idx);
-#pragma unroll
-        for (int j = 0; j < VEC; j++)
-            p.v[j] = from_float<T>(-INFINITY);
-        return p;
-    }
 #pragma unroll
     for (int j = 0; j < VEC; j++)
-        p.v[j] = idx + j < cols ? row[idx + j] : from_float<T>(-INFINITY);
+        p.v[j] = at + j >= 0 && at + j < cols ? row[at + j] : from_float<T>(-INFINITY);
     return p;
 }
 
 template <typename T, int VEC>
-__device__ __forceinline__ void load(const T *row, int64_t idx, int cols, bool aligned,
+__device__ __forceinline__ void load(const T *row, int64_t idx, int cols, int shift, bool aligned,
                                      float (&out)[VEC])
 {
-    const pack<T, VEC> p = load_raw<T, VEC>(row, idx, cols, aligned);
+    const pack<T, VEC> p = load_raw<T, VEC>(row, idx, cols, shift, aligned);
 #pragma unroll
     for (int j = 0; j < VEC; j++)
         out[j] = to_float(p.v[j]);
@@ -227,20 +245,21 @@ __device__ __forceinline__ pack<T, VEC> convert(const float (&in)[VEC], float sc
     return p;
 }
 
+/* Slot idx of the row (see row_shift) = in * scale, the elements outside the row left alone. */
 template <typename T, int VEC>
-__device__ __forceinline__ void store(T *row, int64_t idx, int cols, bool aligned,
+__device__ __forceinline__ void store(T *row, int64_t idx, int cols, int shift, bool aligned,
                                       const float (&in)[VEC], float scale)
 {
     const pack<T, VEC> p = convert<T, VEC>(in, scale);
-    if (aligned) {
-        if (idx < cols)
-            pack_store<true, T, VEC>(row + idx, p);
+    const int64_t at = idx - shift;
+    if (aligned && at >= 0 && at + VEC <= cols) {
+        pack_store<true, T, VEC>(row + at, p);
         return;
     }
 #pragma unroll
     for (int j = 0; j < VEC; j++)
-        if (idx + j < cols)
-            row[idx + j] = p.v[j];
+        if (at + j >= 0 && at + j < cols)
+            row[at + j] = p.v[j];
 }
 
 /* A cluster's blocks merge their (m, s) pairs, m a block's max and s the block-wide sum of its
@@ -289,26 +308,28 @@ template <int CTAS> __device__ __forceinline__ float cluster_scale(float m, floa
     }
 }
 
-/* Row in registers: max, exponentials (one each), sum, scaled store. index(it) gives the
- * element index of the it-th vector of this thread; scale(m, s) turns the max and the sum of
- * this thread's reduction into the factor of its exponentials.
+/* Row in registers: max, exponentials (one each), sum, scaled store. index(it) gives the slot
+ * (row_shift) of the it-th vector of this thread, of the capacity the kernel's threads hold;
+ * scale(m, s) turns the max and the sum of this thread's reduction into the factor of its
+ * exponentials.
  *
  * RAW keeps the elements as loaded (16-bit types: half the registers of fp32, so twice the bytes
  * of a row in flight for the same registers) and computes each exponential twice, for the sum and
  * for the store, instead of keeping them. */
 template <typename T, int VEC, int ITERS, bool RAW = false, typename Index, typename Max,
           typename Sum, typename Scale>
-__device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, bool aligned,
-                                                 Index index, Max reduce_max, Sum reduce_sum,
-                                                 Scale scale)
+__device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, int64_t capacity,
+                                                 bool aligned, Index index, Max reduce_max,
+                                                 Sum reduce_sum, Scale scale)
 {
+    const int shift = row_shift<T, VEC>(xr, cols, capacity, aligned);
     if constexpr (RAW) {
         static_assert(sizeof(T) == 2 && VEC % 2 == 0, "pairs of 16-bit elements");
         uint32_t raw[ITERS][VEC / 2]; /* two elements a register */
         float m = -INFINITY;
 #pragma unroll
         for (int it = 0; it < ITERS; it++) {
-            const pack<T, VEC> p = load_raw<T, VEC>(xr, index(it), cols, aligned);
+            const pack<T, VEC> p = load_raw<T, VEC>(xr, index(it), cols, shift, aligned);
             memcpy(raw[it], &p, sizeof p);
         }
         uint32_t pm = raw[0][0]; /* the max of pairs, packed: exact in 16 bits */
@@ -339,7 +360,7 @@ __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, b
                 e[2 * j] = __expf(x.x - base);
                 e[2 * j + 1] = __expf(x.y - base);
             }
-            store<T, VEC>(yr, index(it), cols, aligned, e, f);
+            store<T, VEC>(yr, index(it), cols, shift, aligned, e, f);
         }
         return;
     }
@@ -347,7 +368,7 @@ __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, b
     float m = -INFINITY;
 #pragma unroll
     for (int it = 0; it < ITERS; it++) {
-        load<T, VEC>(xr, index(it), cols, aligned, v[it]);
+        load<T, VEC>(xr, index(it), cols, shift, aligned, v[it]);
 #pragma unroll
         for (int j = 0; j < VEC; j++)
             m = fmaxf(m, v[it][j]);
@@ -366,7 +387,7 @@ __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, b
     const float f = scale(m, reduce_sum(s));
 #pragma unroll
     for (int it = 0; it < ITERS; it++)
-        store<T, VEC>(yr, index(it), cols, aligned, v[it], f);
+        store<T, VEC>(yr, index(it), cols, shift, aligned, v[it], f);
 }
 
 template <typename T, int VEC, int ITERS, int WARPS>
@@ -378,7 +399,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     if (row >= rows)
         return;
     row_in_registers<T, VEC, ITERS>(
-        x + row * cols, y + row * cols, cols, aligned,
+        x + row * cols, y + row * cols, cols, 32 * VEC * ITERS, aligned,
         [=](int it) { return ((int64_t)it * 32 + lane) * VEC; }, warp_reduce<true>,
         warp_reduce<false>, [](float, float s) { return 1.f / s; });
 }
@@ -392,7 +413,7 @@ __global__ void __launch_bounds__(THREADS)
     (void)rows;
     const int tid = threadIdx.x;
     row_in_registers<T, VEC, ITERS>(
-        x + row * cols, y + row * cols, cols, aligned,
+        x + row * cols, y + row * cols, cols, THREADS * VEC * ITERS, aligned,
         [=](int it) { return ((int64_t)it * THREADS + tid) * VEC; },
         [&](float v) { return block_reduce<THREADS, true>(v, smem); },
         [&](float v) { return block_reduce<THREADS, false>(v, smem); },
@@ -409,13 +430,15 @@ __global__ void __launch_bounds__(THREADS)
     const T *xr = x + row * cols;
     T *yr = y + row * cols;
     const int tid = threadIdx.x;
+    const int shift = row_shift<T, VEC>(xr, cols, INT64_MAX, aligned);
+    const int64_t end = (int64_t)cols + shift;
     float m = -INFINITY, s = 0.f;
-    for (int64_t base = (int64_t)tid * VEC; base < cols; base += (int64_t)THREADS * VEC * UNROLL) {
+    for (int64_t base = (int64_t)tid * VEC; base < end; base += (int64_t)THREADS * VEC * UNROLL) {
         float v[UNROLL][VEC];
         float cm = -INFINITY;
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
-            load<T, VEC>(xr, base + (int64_t)u * THREADS * VEC, cols, aligned, v[u]);
+            load<T, VEC>(xr, base + (int64_t)u * THREADS * VEC, cols, shift, aligned, v[u]);
 #pragma unroll
             for (int j = 0; j < VEC; j++)
                 cm = fmaxf(cm, v[u][j]);
@@ -434,16 +457,16 @@ __global__ void __launch_bounds__(THREADS)
     }
     block_merge<THREADS>(m, s, red);
     const float inv = 1.f / s;
-    for (int64_t base = (int64_t)tid * VEC; base < cols; base += (int64_t)THREADS * VEC * UNROLL) {
+    for (int64_t base = (int64_t)tid * VEC; base < end; base += (int64_t)THREADS * VEC * UNROLL) {
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
             const int64_t idx = base + (int64_t)u * THREADS * VEC;
             float v[VEC];
-            load<T, VEC>(xr, idx, cols, aligned, v);
+            load<T, VEC>(xr, idx, cols, shift, aligned, v);
 #pragma unroll
             for (int j = 0; j < VEC; j++)
                 v[j] = __expf(v[j] - m);
-            store<T, VEC>(yr, idx, cols, aligned, v, inv);
+            store<T, VEC>(yr, idx, cols, shift, aligned, v, inv);
         }
     }
 }
@@ -469,7 +492,7 @@ __global__ void __launch_bounds__(THREADS, raw_row<T, VEC, ITERS>() ? 65536 / (T
     const int64_t row = blockIdx.x / CTAS;
     const int tid = threadIdx.x;
     row_in_registers<T, VEC, ITERS, raw_row<T, VEC, ITERS>()>(
-        x + row * cols, y + row * cols, cols, aligned,
+        x + row * cols, y + row * cols, cols, CTAS * THREADS * VEC * ITERS, aligned,
         [=](int it) { return (((int64_t)it * CTAS + rank) * THREADS + tid) * VEC; },
         [&](float v) { return block_reduce<THREADS, true>(v, smem); },
         [&](float v) { return block_reduce<THREADS, false>(v, smem); },
@@ -485,26 +508,53 @@ __global__ void __launch_bounds__(THREADS, raw_row<T, VEC, ITERS>() ? 65536 / (T
 #endif
 }
 
+/* The n elements of a chunk that starts `a` elements past a 16-byte boundary (a < E = 16 /
+ * sizeof(T)) in three parts: `head` elements up to the next boundary (at most n), `vectors` whole
+ * 16-byte vectors from there (vector(i) is the i-th's first element), and the tail; scalar(k)
+ * is the k-th of the `scalars` elements of the head and the tail. */
+template <typename T> struct span {
+    static constexpr int E = 16 / sizeof(T);
+    int head, vectors, tail, scalars;
+    __device__ __forceinline__ span(int a, int n)
+    {
+        head = min((E - a) % E, n);
+        vectors = (n - head) / E;
+        tail = head + vectors * E;
+        scalars = head + n - tail;
+    }
+    __device__ __forceinline__ int vector(int i) const { return head + i * E; }
+    __device__ __forceinline__ int scalar(int k) const { return k < head ? k : tail + k - head; }
+};
+
 /* Row staged in shared memory by asynchronous 16-byte copies (no registers held while the loads
  * are in flight), spread over a cluster of CTAS blocks when it is long: block b holds elements
- * [b * chunk, (b + 1) * chunk). Max and sum go through distributed shared memory. */
-/* Copies n elements of a row (src) into shared memory (buf): 16-byte asynchronous copies when
- * aligned (not waited for here), element by element otherwise and for the tail. */
+ * [b * chunk, (b + 1) * chunk). Max and sum go through distributed shared memory. A chunk that
+ * starts a elements past a 16-byte boundary lies at buf + a, so that its 16-byte blocks land on
+ * 16-byte boundaries of shared memory; a buffer has room for a vector more than a chunk. */
+
+/* Copies the n elements of a chunk (src) to shared memory at buf + a (a = lead<T, E>(src)) with
+ * `aligned`: the 16-byte blocks that hold them by asynchronous copies (not waited for here), the
+ * first read whole (its elements before src, in the same 16 bytes, land before buf + a), the last
+ * only up to the chunk's end. Without (a = 0), element by element. */
 template <typename T, int THREADS>
-__device__ __forceinline__ void chunk_fetch(T *buf, const T *src, int n, bool aligned)
+__device__ __forceinline__ void chunk_fetch(T *buf, const T *src, int n, int a, bool aligned)
 {
     constexpr int E = 16 / sizeof(T);
-    const int nv = n / E;
     const int tid = threadIdx.x;
-    if (aligned) {
-        for (int i = tid; i < nv; i += THREADS)
-            cp_async16(buf + i * E, src + i * E);
-    } else {
-        for (int i = tid; i < nv * E; i += THREADS)
+    if (!aligned) {
+        for (int i = tid; i < n; i += THREADS)
             buf[i] = src[i];
+        return;
     }
-    for (int i = nv * E + tid; i < n; i += THREADS)
-        buf[i] = src[i];
+    const T *from = src - a;
+    const int blocks = n > 0 ? (a + n + E - 1) / E : 0;
+    for (int i = tid; i < blocks; i += THREADS) {
+        const int left = a + n - i * E; /* elements of this block up to the chunk's end */
+        if (left >= E)
+            cp_async16(buf + i * E, from + i * E);
+        else
+            cp_async16(buf + i * E, from + i * E, left * (int)sizeof(T));
+    }
 }
 
 /* The max of a pack's elements and m (16-bit elements compared two at a time, as stored). */
@@ -527,59 +577,63 @@ template <typename T, int E> __device__ __forceinline__ float pack_max(const pac
 }
 
 /* The block's max m and the block-wide sum s of exp(x - m) over the n elements of its chunk in
- * shared memory (buf), every thread getting both; each exponential replaces its element in buf,
- * rounded to T, for chunk_write (16-bit types: half a unit in the last place, before the scaling's
- * own rounding). A thread reads and writes only its own vectors. Blocks whose chunk lies past the
- * row's end call it with n = 0. */
+ * shared memory (at buf + a, as chunk_fetch put them), every thread getting both; each
+ * exponential replaces its element, rounded to T, for chunk_write (16-bit types: half a unit in
+ * the last place, before the scaling's own rounding). A thread reads and writes only its own
+ * elements. Blocks whose chunk lies past the row's end call it with n = 0. */
 template <typename T, int THREADS>
-__device__ __forceinline__ void chunk_reduce(T *buf, int n, float *red, float &m, float &s)
+__device__ __forceinline__ void chunk_reduce(T *buf, int n, int a, float *red, float &m, float &s)
 {
     constexpr int E = 16 / sizeof(T);
-    const int nv = n / E;
+    const span<T> sp(a, n);
+    T *data = buf + a;
     const int tid = threadIdx.x;
     m = -INFINITY;
-    for (int i = tid; i < nv; i += THREADS)
-        m = pack_max<T, E>(pack_load<T, E>(buf + i * E), m);
-    for (int i = nv * E + tid; i < n; i += THREADS)
-        m = fmaxf(m, to_float(buf[i]));
+    for (int i = tid; i < sp.vectors; i += THREADS)
+        m = pack_max<T, E>(pack_load<T, E>(data + sp.vector(i)), m);
+    for (int k = tid; k < sp.scalars; k += THREADS)
+        m = fmaxf(m, to_float(data[sp.scalar(k)]));
     m = block_reduce<THREADS, true>(m, red);
     const float base = m == -INFINITY ? 0.f : m; /* a chunk of -inf: exponentials of 0 */
     s = 0.f;
-    for (int i = tid; i < nv; i += THREADS) {
-        const pack<T, E> p = pack_load<T, E>(buf + i * E);
+    for (int i = tid; i < sp.vectors; i += THREADS) {
+        const pack<T, E> p = pack_load<T, E>(data + sp.vector(i));
         float e[E];
 #pragma unroll
         for (int j = 0; j < E; j++) {
             e[j] = __expf(to_float(p.v[j]) - base);
             s += e[j];
         }
-        pack_store<false, T, E>(buf + i * E, convert<T, E>(e, 1.f));
+        pack_store<false, T, E>(data + sp.vector(i), convert<T, E>(e, 1.f));
     }
-    for (int i = nv * E + tid; i < n; i += THREADS) {
-        const float e = __expf(to_float(buf[i]) - base);
+    for (int k = tid; k < sp.scalars; k += THREADS) {
+        const float e = __expf(to_float(data[sp.scalar(k)]) - base);
         s += e;
-        buf[i] = from_float<T>(e);
+        data[sp.scalar(k)] = from_float<T>(e);
     }
     s = block_reduce<THREADS, false>(s, red);
 }
 
-/* dst = e * scale over the chunk's exponentials in shared memory (chunk_reduce's). */
+/* dst = e * scale over the chunk's exponentials in shared memory (chunk_reduce's, at buf + a);
+ * with `aligned`, dst lies a elements past a 16-byte boundary too. */
 template <typename T, int THREADS>
-__device__ __forceinline__ void chunk_write(const T *buf, T *dst, int n, bool aligned, float scale)
+__device__ __forceinline__ void chunk_write(const T *buf, T *dst, int n, int a, bool aligned,
+                                            float scale)
 {
     constexpr int E = 16 / sizeof(T);
-    const int nv = n / E;
+    const span<T> sp(a, n);
+    const T *data = buf + a;
     const int tid = threadIdx.x;
-    for (int i = tid; i < nv; i += THREADS) {
-        const pack<T, E> p = pack_load<T, E>(buf + i * E);
+    for (int i = tid; i < sp.vectors; i += THREADS) {
+        const pack<T, E> p = pack_load<T, E>(data + sp.vector(i));
         float e[E];
 #pragma unroll
         for (int j = 0; j < E; j++)
             e[j] = to_float(p.v[j]);
-        store<T, E>(dst, (int64_t)i * E, n, aligned, e, scale);
+        store<T, E>(dst, sp.vector(i), n, 0, aligned, e, scale);
     }
-    for (int i = nv * E + tid; i < n; i += THREADS)
-        dst[i] = from_float<T>(to_float(buf[i]) * scale);
+    for (int k = tid; k < sp.scalars; k += THREADS)
+        dst[sp.scalar(k)] = from_float<T>(to_float(data[sp.scalar(k)]) * scale);
 }
 
 template <typename T, int CTAS, int THREADS>
@@ -598,15 +652,17 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int64_t row = blockIdx.x / CTAS;
     const int begin = rank * chunk;
     const int n = max(0, min(chunk, cols - begin));
-    chunk_fetch<T, THREADS>(buf, x + row * cols + begin, n, aligned);
+    const T *src = x + row * cols + begin;
+    const int a = aligned ? lead<T, 16 / sizeof(T)>(src) : 0;
+    chunk_fetch<T, THREADS>(buf, src, n, a, aligned);
     cp_async_wait_all();
     __syncthreads();
     float m, sum;
-    chunk_reduce<T, THREADS>(buf, n, red, m, sum);
+    chunk_reduce<T, THREADS>(buf, n, a, red, m, sum);
     const float scale = cluster_scale<CTAS>(m, sum, &part);
     if constexpr (CTAS > 1)
         ktune_cluster::arrive(); /* done with the other blocks' slots */
-    chunk_write<T, THREADS>(buf, y + row * cols + begin, n, aligned, scale);
+    chunk_write<T, THREADS>(buf, y + row * cols + begin, n, a, aligned, scale);
     if constexpr (CTAS > 1)
         ktune_cluster::wait(); /* no block leaves while another still reads its shared memory */
 #else
@@ -618,10 +674,10 @@ __global__ void __launch_bounds__(THREADS, 1)
 /* Persistent clusters: cluster c of `clusters` takes rows c, c + clusters, ... Each block holds
  * its chunk of a row in one of STAGES shared-memory buffers, and the copies of the next
  * STAGES - 1 rows are in flight while it reduces and writes this one, so that the loads of a
- * multiprocessor never wait for its stores. */
+ * multiprocessor never wait for its stores. The buffers lie `stride` elements apart. */
 template <typename T, int CTAS, int THREADS, int STAGES>
 __global__ void __launch_bounds__(THREADS, 1)
-    pipe_kernel(const T *x, T *y, int64_t rows, int cols, int chunk, bool aligned)
+    pipe_kernel(const T *x, T *y, int64_t rows, int cols, int chunk, int stride, bool aligned)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     static_assert(STAGES >= 2, "one buffer in use, at least one being filled");
@@ -633,14 +689,18 @@ __global__ void __launch_bounds__(THREADS, 1)
     if constexpr (CTAS > 1)
         rank = (int)ktune_cluster::rank();
     const int64_t first = blockIdx.x / CTAS, clusters = gridDim.x / CTAS;
+    constexpr int E = 16 / sizeof(T);
     const int begin = rank * chunk;
     const int n = max(0, min(chunk, cols - begin));
+    /* where a row's chunk lies past a 16-byte boundary (chunk_fetch) */
+    auto lead_of = [&](int64_t row) { return aligned ? lead<T, E>(x + row * cols + begin) : 0; };
     /* one commit group a row, empty past the last, so that wait_group counts rows */
 #pragma unroll
     for (int k = 0; k < STAGES - 1; k++) {
         const int64_t row = first + k * clusters;
         if (row < rows)
-            chunk_fetch<T, THREADS>(base + (size_t)k * chunk, x + row * cols + begin, n, aligned);
+            chunk_fetch<T, THREADS>(base + (size_t)k * stride, x + row * cols + begin, n,
+                                    lead_of(row), aligned);
         cp_async_commit();
     }
     int stage = 0, parity = 0;
@@ -648,18 +708,19 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int64_t ahead = row + (int64_t)(STAGES - 1) * clusters;
         const int fill = stage == 0 ? STAGES - 1 : stage - 1; /* the previous row's buffer */
         if (ahead < rows)
-            chunk_fetch<T, THREADS>(base + (size_t)fill * chunk, x + ahead * cols + begin, n,
-                                    aligned);
+            chunk_fetch<T, THREADS>(base + (size_t)fill * stride, x + ahead * cols + begin, n,
+                                    lead_of(ahead), aligned);
         cp_async_commit();
         cp_async_wait<STAGES - 1>();
         __syncthreads();
-        T *buf = base + (size_t)stage * chunk;
+        T *buf = base + (size_t)stage * stride;
+        const int a = lead_of(row);
         float m, sum;
-        chunk_reduce<T, THREADS>(buf, n, red, m, sum);
+        chunk_reduce<T, THREADS>(buf, n, a, red, m, sum);
         /* a block writes slot k again two rows later, after the next row's cluster barrier, which
          * no block passes before it has read the slots of this row */
         const float scale = cluster_scale<CTAS>(m, sum, &part[parity]);
-        chunk_write<T, THREADS>(buf, y + row * cols + begin, n, aligned, scale);
+        chunk_write<T, THREADS>(buf, y + row * cols + begin, n, a, aligned, scale);
         __syncthreads(); /* the buffer is read before the next row's copy overwrites it */
         parity ^= 1;
         stage = stage + 1 == STAGES ? 0 : stage + 1;
@@ -667,15 +728,119 @@ __global__ void __launch_bounds__(THREADS, 1)
     if constexpr (CTAS > 1)
         ktune_cluster::sync(); /* no block leaves while another still reads its shared memory */
 #else
-    (void)x, (void)y, (void)rows, (void)cols, (void)chunk, (void)aligned;
+    (void)x, (void)y, (void)rows, (void)cols, (void)chunk, (void)stride, (void)aligned;
     __trap();
 #endif
 }
 
-template <typename T, int VEC> static bool is_aligned(const void *x, const void *y, int64_t cols)
+/* A row split over `parts` blocks of a cooperative grid (all resident at once), for rows longer
+ * than a cluster holds: block b of a row takes its elements [b * cols / parts, (b + 1) * cols /
+ * parts), at least 16 bytes. Two passes through L2: the first reads the part for its running max
+ * and sum, the row's parts meet after a grid barrier, the second reads the part again and writes
+ * it. There is no workspace: a block parks its (max, sum) in the first 8-byte-aligned 8 bytes of
+ * its own part of y, keeping what was there (x's elements when x == y), and puts that back after
+ * a second barrier, once every block of the row has read the pairs. */
+template <typename T, int THREADS, int UNROLL>
+__global__ void __launch_bounds__(THREADS)
+    split_kernel(const T *x, T *y, int64_t rows, int cols, int parts, bool aligned)
 {
-    const uintptr_t a = sizeof(T) * VEC;
-    return cols % VEC == 0 && (uintptr_t)x % a == 0 && (uintptr_t)y % a == 0;
+    constexpr int E = 16 / sizeof(T);
+    __shared__ float2 red[32];
+    (void)rows;
+    const int64_t row = blockIdx.x / parts;
+    const int tid = threadIdx.x;
+    auto part_begin = [&](int b) { return (int)((int64_t)b * cols / parts); };
+    /* where block b of this row parks its pair */
+    auto slot_of = [&](int b) {
+        const uintptr_t at = (uintptr_t)(y + row * cols + part_begin(b));
+        return reinterpret_cast<float2 *>((at + 7) & ~(uintptr_t)7);
+    };
+    const int b = (int)(blockIdx.x % parts), lo = part_begin(b);
+    const int n = part_begin(b + 1) - lo;
+    const T *xp = x + row * cols + lo;
+    T *yp = y + row * cols + lo;
+    const span<T> sp(lead<T, E>(xp), n);
+
+    float m = -INFINITY, s = 0.f;
+    for (int i0 = tid; i0 < sp.vectors; i0 += THREADS * UNROLL) {
+        float v[UNROLL][E];
+        float cm = -INFINITY;
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            const int i = i0 + u * THREADS;
+            if (i >= sp.vectors) {
+#pragma unroll
+                for (int j = 0; j < E; j++)
+                    v[u][j] = -INFINITY;
+                continue;
+            }
+            const pack<T, E> p = pack_load<T, E>(xp + sp.vector(i));
+#pragma unroll
+            for (int j = 0; j < E; j++) {
+                v[u][j] = to_float(p.v[j]);
+                cm = fmaxf(cm, v[u][j]);
+            }
+        }
+        const float nm = fmaxf(m, cm);
+        if (nm == -INFINITY)
+            continue;
+        float cs = 0.f;
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+            for (int j = 0; j < E; j++)
+                cs += __expf(v[u][j] - nm);
+        s = (m == -INFINITY ? 0.f : s * __expf(m - nm)) + cs;
+        m = nm;
+    }
+    for (int k = tid; k < sp.scalars; k += THREADS)
+        online_merge(m, s, to_float(xp[sp.scalar(k)]), 1.f);
+    block_merge<THREADS>(m, s, red);
+
+    cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+    float2 *const slot = slot_of(b);
+    uint2 kept = make_uint2(0, 0);
+    if (tid == 0) {
+        kept = *reinterpret_cast<const uint2 *>(slot);
+        *slot = make_float2(m, s);
+    }
+    grid.sync();
+    m = -INFINITY, s = 0.f;
+    for (int k = tid; k < parts; k += THREADS) {
+        const float2 p = __ldcg(slot_of(k)); /* written by other multiprocessors: from L2 */
+        online_merge(m, s, p.x, p.y);
+    }
+    block_merge<THREADS>(m, s, red);
+    grid.sync();
+    if (tid == 0)
+        *reinterpret_cast<uint2 *>(slot) = kept;
+    __syncthreads(); /* x's elements back before they are read again */
+
+    const float base = m == -INFINITY ? 0.f : m; /* -inf throughout: see row_in_registers */
+    const float inv = 1.f / s;
+    for (int i0 = tid; i0 < sp.vectors; i0 += THREADS * UNROLL) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            const int i = i0 + u * THREADS;
+            if (i >= sp.vectors)
+                break;
+            const pack<T, E> p = pack_load<T, E>(xp + sp.vector(i));
+            float e[E];
+#pragma unroll
+            for (int j = 0; j < E; j++)
+                e[j] = __expf(to_float(p.v[j]) - base);
+            store<T, E>(yp, sp.vector(i), n, 0, aligned, e, inv);
+        }
+    }
+    for (int k = tid; k < sp.scalars; k += THREADS)
+        yp[sp.scalar(k)] = from_float<T>(__expf(to_float(xp[sp.scalar(k)]) - base) * inv);
+}
+
+/* Whether x and y lie the same distance past a boundary of VEC elements, so that a row's vectors
+ * (row_shift) are aligned in both: the kernels' `aligned`. */
+template <typename T, int VEC> static bool same_alignment(const void *x, const void *y)
+{
+    return ((uintptr_t)x - (uintptr_t)y) % (sizeof(T) * VEC) == 0;
 }
 
 static inline cudaError_t check_shape(int64_t rows, int64_t cols, int64_t blocks)
@@ -694,7 +859,7 @@ template <int VEC, int ITERS, int WARPS> struct vec_launcher {
         if (e != cudaSuccess)
             return e;
         vec_kernel<T, VEC, ITERS, WARPS><<<(unsigned)blocks, WARPS * 32, 0, s>>>(
-            (const T *)x, (T *)y, rows, (int)cols, is_aligned<T, VEC>(x, y, cols));
+            (const T *)x, (T *)y, rows, (int)cols, same_alignment<T, VEC>(x, y));
         return cudaGetLastError();
     }
 };
@@ -707,7 +872,7 @@ template <int THREADS, int VEC, int ITERS> struct block_launcher {
         if (e != cudaSuccess)
             return e;
         block_kernel<T, THREADS, VEC, ITERS><<<(unsigned)rows, THREADS, 0, s>>>(
-            (const T *)x, (T *)y, rows, (int)cols, is_aligned<T, VEC>(x, y, cols));
+            (const T *)x, (T *)y, rows, (int)cols, same_alignment<T, VEC>(x, y));
         return cudaGetLastError();
     }
 };
@@ -738,7 +903,7 @@ template <int THREADS, int VEC, int UNROLL, int PER_SM> struct online_launcher {
                 return e;
         }
         online_kernel<T, THREADS, VEC, UNROLL><<<(unsigned)rows, THREADS, reserve, s>>>(
-            (const T *)x, (T *)y, rows, (int)cols, is_aligned<T, VEC>(x, y, cols));
+            (const T *)x, (T *)y, rows, (int)cols, same_alignment<T, VEC>(x, y));
         return cudaGetLastError();
     }
 };
@@ -763,43 +928,56 @@ template <int CTAS, int THREADS, int VEC, int ITERS> struct cluster_launcher {
             return e;
         return launch_clusters<CTAS, THREADS>(cluster_kernel<T, CTAS, THREADS, VEC, ITERS>, rows, 0,
                                               s, (const T *)x, (T *)y, rows, (int)cols,
-                                              is_aligned<T, VEC>(x, y, cols));
+                                              same_alignment<T, VEC>(x, y));
     }
 };
 
 /* A row staged in shared memory over CTAS blocks: the shape checked, each block's chunk
- * (elements, whole 16-byte copies) and the dynamic shared memory of `buffers` chunks, which the
- * device must hold beside the kernels' 1 KB of static shared memory. */
+ * (elements, whole 16-byte copies), the buffers' stride and the dynamic shared memory of
+ * `buffers` of them, which the device must hold beside the kernels' 1 KB of static shared
+ * memory. A buffer holds a vector more than a chunk where a chunk may start past a 16-byte
+ * boundary (chunk_fetch); where the device cannot hold that, the rows go element by element
+ * (*aligned cleared). */
 template <typename T, int CTAS>
-cudaError_t staged_chunk(int64_t rows, int64_t cols, int buffers, int64_t *chunk, size_t *bytes)
+cudaError_t staged_layout(const void *x, const void *y, int64_t rows, int64_t cols, int buffers,
+                          int64_t *chunk, int64_t *stride, size_t *bytes, bool *aligned)
 {
     constexpr int E = 16 / sizeof(T);
     if (check_shape(rows, cols, rows * CTAS) != cudaSuccess)
         return cudaErrorInvalidValue;
     *chunk = ((cols + CTAS - 1) / CTAS + E - 1) / E * E;
-    *bytes = (size_t)buffers * (size_t)*chunk * sizeof(T);
     int device = 0, optin = 0;
     cudaError_t e = cudaGetDevice(&device);
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-    if (e == cudaSuccess && *bytes > (size_t)optin - 1024)
-        e = cudaErrorInvalidValue;
-    return e;
+    if (e != cudaSuccess)
+        return e;
+    *aligned = same_alignment<T, E>(x, y);
+    const bool every_chunk_aligned = cols % E == 0 && (uintptr_t)x % 16 == 0;
+    const size_t limit = (size_t)optin - 1024;
+    *stride = *chunk + (*aligned && !every_chunk_aligned ? E : 0);
+    if ((size_t)buffers * (size_t)*stride * sizeof(T) > limit) {
+        *aligned = *aligned && every_chunk_aligned;
+        *stride = *chunk;
+    }
+    *bytes = (size_t)buffers * (size_t)*stride * sizeof(T);
+    return *bytes > limit ? cudaErrorInvalidValue : cudaSuccess;
 }
 
 template <int CTAS, int THREADS> struct smem_launcher {
     template <typename T>
     static cudaError_t run(const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
     {
-        constexpr int E = 16 / sizeof(T);
-        int64_t chunk;
+        int64_t chunk, stride;
         size_t bytes;
-        const cudaError_t e = staged_chunk<T, CTAS>(rows, cols, 1, &chunk, &bytes);
+        bool aligned;
+        const cudaError_t e =
+            staged_layout<T, CTAS>(x, y, rows, cols, 1, &chunk, &stride, &bytes, &aligned);
         if (e != cudaSuccess)
             return e;
         return launch_clusters<CTAS, THREADS>(smem_kernel<T, CTAS, THREADS>, rows, bytes, s,
                                               (const T *)x, (T *)y, rows, (int)cols, (int)chunk,
-                                              is_aligned<T, E>(x, y, cols));
+                                              aligned);
     }
 };
 
@@ -807,11 +985,12 @@ template <int CTAS, int THREADS, int STAGES> struct pipe_launcher {
     template <typename T>
     static cudaError_t run(const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
     {
-        constexpr int E = 16 / sizeof(T);
-        int64_t chunk;
+        int64_t chunk, stride;
         size_t bytes;
+        bool aligned;
         unsigned clusters;
-        cudaError_t e = staged_chunk<T, CTAS>(rows, cols, STAGES, &chunk, &bytes);
+        cudaError_t e =
+            staged_layout<T, CTAS>(x, y, rows, cols, STAGES, &chunk, &stride, &bytes, &aligned);
         if (e != cudaSuccess)
             return e;
         constexpr auto kernel = pipe_kernel<T, CTAS, THREADS, STAGES>;
@@ -819,9 +998,39 @@ template <int CTAS, int THREADS, int STAGES> struct pipe_launcher {
                                                   &clusters);
         if (e != cudaSuccess)
             return e;
-        return launch_clusters<CTAS, THREADS>(kernel, clusters, bytes, s,
-                                              (const T *)x, (T *)y, rows, (int)cols, (int)chunk,
-                                              is_aligned<T, E>(x, y, cols));
+        return launch_clusters<CTAS, THREADS>(kernel, clusters, bytes, s, (const T *)x, (T *)y,
+                                              rows, (int)cols, (int)chunk, (int)stride, aligned);
+    }
+};
+
+/* A row over PER_SM blocks a multiprocessor's share of the device (split_kernel): every block of
+ * the grid resident at once, at least two parts a row of at least 16 bytes each. */
+template <int THREADS, int UNROLL, int PER_SM> struct split_launcher {
+    template <typename T>
+    static cudaError_t run(const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
+    {
+        cudaError_t e = check_shape(rows, cols, rows);
+        if (e != cudaSuccess)
+            return e;
+        constexpr auto kernel = split_kernel<T, THREADS, UNROLL>;
+        int device = 0, sms = 0;
+        unsigned resident;
+        e = cudaGetDevice(&device);
+        if (e == cudaSuccess)
+            e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+        if (e == cudaSuccess)
+            e = ktune_launch::persistent_grid<kernel>(dim3(THREADS), dim3(1, 1, 1), 0, INT64_MAX,
+                                                      &resident);
+        if (e != cudaSuccess)
+            return e;
+        const int64_t parts = (int64_t)PER_SM * sms / rows;
+        if ((int64_t)resident < (int64_t)PER_SM * sms || parts < 2 ||
+            cols / parts * (int64_t)sizeof(T) < 16)
+            return cudaErrorInvalidValue;
+        return ktune_launch::launch_cooperative(kernel, dim3((unsigned)(rows * parts)),
+                                                dim3(THREADS), s, (const T *)x, (T *)y, rows,
+                                                (int)cols, (int)parts,
+                                                same_alignment<T, 16 / sizeof(T)>(x, y));
     }
 };
 

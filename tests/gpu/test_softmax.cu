@@ -59,7 +59,7 @@ static float from_device(const unsigned char *p, int dtype)
 struct problem {
     int dtype;
     int64_t rows, cols;
-    int offset; /* elements the pointers are shifted by: the unaligned path */
+    int offset, yoffset; /* elements x and y are shifted by: rows past a vector boundary */
     std::vector<unsigned char> x;
     std::vector<double> ref;
     void *dx = nullptr, *dy = nullptr;
@@ -93,14 +93,14 @@ static void problem_init(problem &p, unsigned seed)
     CHECK(cudaMalloc(&p.dx, bytes));
     CHECK(cudaMalloc(&p.dy, bytes));
     p.dx = (char *)p.dx + p.offset * esize(p.dtype);
-    p.dy = (char *)p.dy + p.offset * esize(p.dtype);
+    p.dy = (char *)p.dy + p.yoffset * esize(p.dtype);
     CHECK(cudaMemcpy(p.dx, p.x.data(), n * esize(p.dtype), cudaMemcpyHostToDevice));
 }
 
 static void problem_free(problem &p)
 {
     cudaFree((char *)p.dx - p.offset * esize(p.dtype));
-    cudaFree((char *)p.dy - p.offset * esize(p.dtype));
+    cudaFree((char *)p.dy - p.yoffset * esize(p.dtype));
 }
 
 /* Number of elements out of tolerance (NaN counts), after poisoning the output. */
@@ -127,11 +127,15 @@ int main()
         printf("cannot read the device\n");
         return 1;
     }
-    const int64_t shapes[][3] = {{1, 1, 0},     {3, 7, 0},     {5, 33, 1},   {2, 1000, 0},
-                                 {7, 1025, 0},  {4, 1024, 1},  {3, 4099, 0}, {2, 16384, 0},
-                                 {2, 65537, 0}, {1, 131072, 0}, {2, 1000000, 0},
+    /* rows, cols, x's and y's offsets in elements: rows of odd widths start anywhere; x and y
+     * at different distances past a vector boundary go element by element */
+    const int64_t shapes[][4] = {{1, 1, 0, 0},       {3, 7, 0, 0},         {5, 33, 1, 1},
+                                 {2, 1000, 0, 0},    {7, 1025, 0, 0},      {4, 1024, 1, 1},
+                                 {3, 4099, 0, 0},    {2, 16384, 0, 0},     {2, 65537, 0, 0},
+                                 {1, 131072, 0, 0},  {2, 1000000, 0, 0},   {9, 4103, 3, 3},
+                                 {1, 262147, 5, 5},  {3, 300001, 1, 0},    {5, 50257, 7, 7},
                                  /* rows enough for the persistent variant */
-                                 {300, 8200, 1}, {67, 65537, 0}};
+                                 {300, 8200, 1, 1},  {67, 65537, 0, 0},    {67, 50257, 3, 3}};
     long long checked = 0, failures = 0;
     for (int dtype = 0; dtype < 3; dtype++)
         for (const auto &sh : shapes) {
@@ -140,6 +144,7 @@ int main()
             p.rows = sh[0];
             p.cols = sh[1];
             p.offset = (int)sh[2];
+            p.yoffset = (int)sh[3];
             problem_init(p, (unsigned)(dtype * 1000 + sh[1]));
             const int64_t key[KTUNE_MAX_KEY] = {dtype, p.rows, p.cols};
             for (int i = 0; i < ktune__softmax_candidates_count; i++) {
@@ -155,9 +160,9 @@ int main()
                 checked++;
                 if (bad != 0) {
                     failures++;
-                    printf("FAIL %s %s rows=%lld cols=%lld offset=%d: %s, %lld wrong\n", in->name,
-                           ktune_dtype_name(dtype), (long long)p.rows, (long long)p.cols, p.offset,
-                           cudaGetErrorString(e), bad);
+                    printf("FAIL %s %s rows=%lld cols=%lld offsets=%d,%d: %s, %lld wrong\n",
+                           in->name, ktune_dtype_name(dtype), (long long)p.rows,
+                           (long long)p.cols, p.offset, p.yoffset, cudaGetErrorString(e), bad);
                     if (e != cudaSuccess && e != cudaErrorInvalidValue)
                         return 1;
                 }
