@@ -179,40 +179,83 @@ template <typename T, int VEC> __device__ __forceinline__ int lead(const T *row)
     return (int)((uintptr_t)row % (sizeof(T) * VEC) / sizeof(T));
 }
 
-/* A row's vector slots: slot idx (a multiple of VEC) holds its elements [idx - shift, idx - shift
- * + VEC). With shift = lead<T, VEC>(row), a slot wholly inside the row is one aligned access; the
- * row needs cols + shift elements of slots, which those a kernel holds (capacity) may not have:
- * then it goes element by element (aligned cleared, shift 0). */
+/* How a kernel reads a row of vectors of VEC elements (x and y at the same alignment, see
+ * same_alignment): `whole` vectors from its first element where it starts at a vector boundary and
+ * cols is a multiple of VEC; `shifted` slots otherwise: slot idx (a multiple of VEC) holds its
+ * elements [idx - shift, idx - shift + VEC), shift = lead<T, VEC>(row), so that a slot wholly
+ * inside the row is one aligned access; the slots at the row's ends are left out, their elements
+ * (edge_element, fewer than 2 VEC) read one at a time by as many threads. The row needs cols +
+ * shift elements of slots, which those a kernel holds (capacity) may not have: then, as where x
+ * and y are not at the same alignment, `elements` one at a time. Whole rows and element rows share
+ * one code path (SHIFTED false, `aligned` telling them apart), shifted rows have their own, so
+ * that the aligned path's code is what it would be alone. */
+enum class row_mode { whole, shifted, elements };
+
 template <typename T, int VEC>
-__device__ __forceinline__ int row_shift(const T *row, int cols, int64_t capacity, bool &aligned)
+__device__ __forceinline__ row_mode mode_of(const T *row, int cols, int64_t capacity, bool aligned,
+                                            int &shift)
 {
-    const int shift = aligned ? lead<T, VEC>(row) : 0;
-    if (cols + (int64_t)shift <= capacity)
-        return shift;
-    aligned = false;
-    return 0;
+    shift = 0;
+    if (!aligned)
+        return row_mode::elements;
+    const int lead_elements = lead<T, VEC>(row);
+    if (lead_elements == 0 && cols % VEC == 0)
+        return row_mode::whole;
+    if (cols + (int64_t)lead_elements > capacity)
+        return row_mode::elements;
+    shift = lead_elements;
+    return row_mode::shifted;
 }
 
-/* Slot idx of the row (see row_shift), as stored; -inf outside the row. */
-template <typename T, int VEC>
+/* Slot idx of the row (see row_mode), as stored; -inf outside the row, and in a shifted row for
+ * the slots at its ends. A shifted row is passed as the vector boundary at or before its first
+ * element (row - shift), its elements [shift, cols + shift) of it: cols is their end. */
+template <typename T, int VEC, bool SHIFTED>
 __device__ __forceinline__ pack<T, VEC> load_raw(const T *row, int64_t idx, int cols, int shift,
                                                  bool aligned)
 {
-    const int64_t at = idx - shift;
-    if (aligned && at >= 0 && at + VEC <= cols)
-        return pack_load<T, VEC>(row + at);
     pack<T, VEC> p;
+    if constexpr (!SHIFTED) {
+        (void)shift;
+        if (aligned) {
+            if (idx < cols)
+                return pack_load<T, VEC>(row + idx);
 #pragma unroll
-    for (int j = 0; j < VEC; j++)
-        p.v[j] = at + j >= 0 && at + j < cols ? row[at + j] : from_float<T>(-INFINITY);
-    return p;
+            for (int j = 0; j < VEC; j++)
+                p.v[j] = from_float<T>(-INFINITY);
+            return p;
+        }
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            p.v[j] = idx + j < cols ? row[idx + j] : from_float<T>(-INFINITY);
+        return p;
+    } else {
+        (void)aligned;
+        if (idx >= shift && idx + VEC <= cols)
+            return pack_load<T, VEC>(row + idx);
+#pragma unroll
+        for (int j = 0; j < VEC; j++) /* a slot at an end: its elements are edge elements */
+            p.v[j] = from_float<T>(-INFINITY);
+        return p;
+    }
 }
 
-template <typename T, int VEC>
+/* The k-th element of a shifted row (row_mode) outside its whole slots: the head before its first
+ * vector boundary, then the tail after its last whole vector; -1 past them. */
+template <int VEC> __device__ __forceinline__ int64_t edge_element(int64_t k, int cols, int shift)
+{
+    const int head = min((VEC - shift) % VEC, cols);
+    const int tail = head + (cols - head) / VEC * VEC;
+    if (k < head)
+        return k;
+    return tail + (k - head) < cols ? tail + (k - head) : -1;
+}
+
+template <typename T, int VEC, bool SHIFTED>
 __device__ __forceinline__ void load(const T *row, int64_t idx, int cols, int shift, bool aligned,
                                      float (&out)[VEC])
 {
-    const pack<T, VEC> p = load_raw<T, VEC>(row, idx, cols, shift, aligned);
+    const pack<T, VEC> p = load_raw<T, VEC, SHIFTED>(row, idx, cols, shift, aligned);
 #pragma unroll
     for (int j = 0; j < VEC; j++)
         out[j] = to_float(p.v[j]);
@@ -245,21 +288,29 @@ __device__ __forceinline__ pack<T, VEC> convert(const float (&in)[VEC], float sc
     return p;
 }
 
-/* Slot idx of the row (see row_shift) = in * scale, the elements outside the row left alone. */
-template <typename T, int VEC>
+/* Slot idx of the row (see row_mode) = in * scale; elements outside the row left alone, and in a
+ * shifted row those of the slots at its ends. Rows are passed as load_raw takes them. */
+template <typename T, int VEC, bool SHIFTED = false>
 __device__ __forceinline__ void store(T *row, int64_t idx, int cols, int shift, bool aligned,
                                       const float (&in)[VEC], float scale)
 {
     const pack<T, VEC> p = convert<T, VEC>(in, scale);
-    const int64_t at = idx - shift;
-    if (aligned && at >= 0 && at + VEC <= cols) {
-        pack_store<true, T, VEC>(row + at, p);
-        return;
-    }
+    if constexpr (!SHIFTED) {
+        (void)shift;
+        if (aligned) {
+            if (idx < cols)
+                pack_store<true, T, VEC>(row + idx, p);
+            return;
+        }
 #pragma unroll
-    for (int j = 0; j < VEC; j++)
-        if (at + j >= 0 && at + j < cols)
-            row[at + j] = p.v[j];
+        for (int j = 0; j < VEC; j++)
+            if (idx + j < cols)
+                row[idx + j] = p.v[j];
+    } else {
+        (void)aligned;
+        if (idx >= shift && idx + VEC <= cols) /* a slot at an end: its elements are edge elements */
+            pack_store<true, T, VEC>(row + idx, p);
+    }
 }
 
 /* A cluster's blocks merge their (m, s) pairs, m a block's max and s the block-wide sum of its
@@ -309,27 +360,34 @@ template <int CTAS> __device__ __forceinline__ float cluster_scale(float m, floa
 }
 
 /* Row in registers: max, exponentials (one each), sum, scaled store. index(it) gives the slot
- * (row_shift) of the it-th vector of this thread, of the capacity the kernel's threads hold;
- * scale(m, s) turns the max and the sum of this thread's reduction into the factor of its
- * exponentials.
+ * (row_mode) of the it-th vector of this thread, index(0) / VEC the thread's place among the
+ * row's threads, which takes that edge element of a shifted row; scale(m, s) turns the max and the
+ * sum of this thread's reduction into the factor of its exponentials.
  *
  * RAW keeps the elements as loaded (16-bit types: half the registers of fp32, so twice the bytes
  * of a row in flight for the same registers) and computes each exponential twice, for the sum and
  * for the store, instead of keeping them. */
-template <typename T, int VEC, int ITERS, bool RAW = false, typename Index, typename Max,
+template <typename T, int VEC, int ITERS, bool RAW, bool SHIFTED, typename Index, typename Max,
           typename Sum, typename Scale>
-__device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, int64_t capacity,
-                                                 bool aligned, Index index, Max reduce_max,
-                                                 Sum reduce_sum, Scale scale)
+__device__ __forceinline__ void row_in_registers_as(const T *xr, T *yr, int cols, int shift,
+                                                    bool aligned, Index index, Max reduce_max,
+                                                    Sum reduce_sum, Scale scale)
 {
-    const int shift = row_shift<T, VEC>(xr, cols, capacity, aligned);
+    const int64_t edge = SHIFTED ? edge_element<VEC>(index(0) / VEC, cols, shift) : -1;
+    const float xe = edge >= 0 ? to_float(xr[edge]) : -INFINITY;
+    T *const ye = yr;
+    if constexpr (SHIFTED) { /* as load_raw takes shifted rows */
+        xr -= shift;
+        yr -= shift;
+        cols += shift;
+    }
     if constexpr (RAW) {
         static_assert(sizeof(T) == 2 && VEC % 2 == 0, "pairs of 16-bit elements");
         uint32_t raw[ITERS][VEC / 2]; /* two elements a register */
         float m = -INFINITY;
 #pragma unroll
         for (int it = 0; it < ITERS; it++) {
-            const pack<T, VEC> p = load_raw<T, VEC>(xr, index(it), cols, shift, aligned);
+            const pack<T, VEC> p = load_raw<T, VEC, SHIFTED>(xr, index(it), cols, shift, aligned);
             memcpy(raw[it], &p, sizeof p);
         }
         uint32_t pm = raw[0][0]; /* the max of pairs, packed: exact in 16 bits */
@@ -339,10 +397,10 @@ __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, i
             for (int j = 0; j < VEC / 2; j++)
                 pm = max2<T>(pm, raw[it][j]);
         const float2 pair = unpack2<T>(pm);
-        m = fmaxf(pair.x, pair.y);
+        m = fmaxf(fmaxf(pair.x, pair.y), xe);
         m = reduce_max(m);
         const float base = m == -INFINITY ? 0.f : m;
-        float s = 0.f;
+        float s = __expf(xe - base);
 #pragma unroll
         for (int it = 0; it < ITERS; it++)
 #pragma unroll
@@ -360,15 +418,17 @@ __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, i
                 e[2 * j] = __expf(x.x - base);
                 e[2 * j + 1] = __expf(x.y - base);
             }
-            store<T, VEC>(yr, index(it), cols, shift, aligned, e, f);
+            store<T, VEC, SHIFTED>(yr, index(it), cols, shift, aligned, e, f);
         }
+        if (edge >= 0)
+            ye[edge] = from_float<T>(__expf(xe - base) * f);
         return;
     }
     float v[ITERS][VEC];
-    float m = -INFINITY;
+    float m = xe;
 #pragma unroll
     for (int it = 0; it < ITERS; it++) {
-        load<T, VEC>(xr, index(it), cols, shift, aligned, v[it]);
+        load<T, VEC, SHIFTED>(xr, index(it), cols, shift, aligned, v[it]);
 #pragma unroll
         for (int j = 0; j < VEC; j++)
             m = fmaxf(m, v[it][j]);
@@ -376,7 +436,8 @@ __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, i
     m = reduce_max(m);
     /* -inf throughout: exponentials of 0, not exp(-inf + inf) */
     const float base = m == -INFINITY ? 0.f : m;
-    float s = 0.f;
+    const float ee = __expf(xe - base);
+    float s = ee;
 #pragma unroll
     for (int it = 0; it < ITERS; it++)
 #pragma unroll
@@ -387,7 +448,24 @@ __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, i
     const float f = scale(m, reduce_sum(s));
 #pragma unroll
     for (int it = 0; it < ITERS; it++)
-        store<T, VEC>(yr, index(it), cols, shift, aligned, v[it], f);
+        store<T, VEC, SHIFTED>(yr, index(it), cols, shift, aligned, v[it], f);
+    if (edge >= 0)
+        ye[edge] = from_float<T>(ee * f);
+}
+
+/* row_in_registers_as for the row's mode (row_mode), capacity the elements of the kernel's
+ * threads' slots. */
+template <typename T, int VEC, int ITERS, bool RAW = false, typename... Fns>
+__device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, int64_t capacity,
+                                                 bool aligned, Fns... fns)
+{
+    int shift;
+    const row_mode mode = mode_of<T, VEC>(xr, cols, capacity, aligned, shift);
+    if (mode == row_mode::shifted)
+        row_in_registers_as<T, VEC, ITERS, RAW, true>(xr, yr, cols, shift, true, fns...);
+    else
+        row_in_registers_as<T, VEC, ITERS, RAW, false>(xr, yr, cols, 0, mode == row_mode::whole,
+                                                       fns...);
 }
 
 template <typename T, int VEC, int ITERS, int WARPS>
@@ -420,25 +498,30 @@ __global__ void __launch_bounds__(THREADS)
         [](float, float s) { return 1.f / s; });
 }
 
-template <typename T, int THREADS, int VEC, int UNROLL>
-__global__ void __launch_bounds__(THREADS)
-    online_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
+/* One block a row of any length: a running max and sum over the row, then a second pass that
+ * reads it again and writes it; thread k takes the k-th edge element of a shifted row. */
+template <typename T, int THREADS, int VEC, int UNROLL, bool SHIFTED>
+__device__ __forceinline__ void online_row(const T *xr, T *yr, int cols, int shift, bool aligned,
+                                           float2 *red)
 {
-    __shared__ float2 red[32];
-    (void)rows;
-    const int64_t row = blockIdx.x;
-    const T *xr = x + row * cols;
-    T *yr = y + row * cols;
     const int tid = threadIdx.x;
-    const int shift = row_shift<T, VEC>(xr, cols, INT64_MAX, aligned);
-    const int64_t end = (int64_t)cols + shift;
-    float m = -INFINITY, s = 0.f;
+    const int64_t edge = SHIFTED ? edge_element<VEC>(tid, cols, shift) : -1;
+    const float xe = edge >= 0 ? to_float(xr[edge]) : -INFINITY;
+    T *const ye = yr;
+    if constexpr (SHIFTED) { /* as load_raw takes shifted rows */
+        xr -= shift;
+        yr -= shift;
+        cols += shift;
+    }
+    const int64_t end = cols;
+    float m = xe, s = xe == -INFINITY ? 0.f : 1.f;
     for (int64_t base = (int64_t)tid * VEC; base < end; base += (int64_t)THREADS * VEC * UNROLL) {
         float v[UNROLL][VEC];
         float cm = -INFINITY;
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
-            load<T, VEC>(xr, base + (int64_t)u * THREADS * VEC, cols, shift, aligned, v[u]);
+            load<T, VEC, SHIFTED>(xr, base + (int64_t)u * THREADS * VEC, cols, shift, aligned,
+                                  v[u]);
 #pragma unroll
             for (int j = 0; j < VEC; j++)
                 cm = fmaxf(cm, v[u][j]);
@@ -462,13 +545,32 @@ __global__ void __launch_bounds__(THREADS)
         for (int u = 0; u < UNROLL; u++) {
             const int64_t idx = base + (int64_t)u * THREADS * VEC;
             float v[VEC];
-            load<T, VEC>(xr, idx, cols, shift, aligned, v);
+            load<T, VEC, SHIFTED>(xr, idx, cols, shift, aligned, v);
 #pragma unroll
             for (int j = 0; j < VEC; j++)
                 v[j] = __expf(v[j] - m);
-            store<T, VEC>(yr, idx, cols, shift, aligned, v, inv);
+            store<T, VEC, SHIFTED>(yr, idx, cols, shift, aligned, v, inv);
         }
     }
+    if (edge >= 0)
+        ye[edge] = from_float<T>(__expf(xe - m) * inv);
+}
+
+template <typename T, int THREADS, int VEC, int UNROLL>
+__global__ void __launch_bounds__(THREADS)
+    online_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
+{
+    __shared__ float2 red[32];
+    (void)rows;
+    const int64_t row = blockIdx.x;
+    const T *xr = x + row * cols;
+    T *yr = y + row * cols;
+    int shift;
+    const row_mode mode = mode_of<T, VEC>(xr, cols, INT64_MAX, aligned, shift);
+    if (mode == row_mode::shifted)
+        online_row<T, THREADS, VEC, UNROLL, true>(xr, yr, cols, shift, true, red);
+    else
+        online_row<T, THREADS, VEC, UNROLL, false>(xr, yr, cols, 0, mode == row_mode::whole, red);
 }
 
 /* Whether a cluster thread holds its elements as loaded: up to 32 a thread as fp32 (one
@@ -837,7 +939,7 @@ __global__ void __launch_bounds__(THREADS)
 }
 
 /* Whether x and y lie the same distance past a boundary of VEC elements, so that a row's vectors
- * (row_shift) are aligned in both: the kernels' `aligned`. */
+ * (row_mode) are aligned in both: the kernels' `aligned`. */
 template <typename T, int VEC> static bool same_alignment(const void *x, const void *y)
 {
     return ((uintptr_t)x - (uintptr_t)y) % (sizeof(T) * VEC) == 0;
