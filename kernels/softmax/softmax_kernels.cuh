@@ -1,7 +1,9 @@
 /* Row softmax kernels. Each reads its row once (online, split: twice) and writes it once, in fp32
- * arithmetic, for any cols >= 1. A row need not start at a vector boundary: where x and y lie the
- * same distance past one, a row's vectors are aligned loads and stores, its first and last few
- * elements one at a time; otherwise the whole row goes element by element. */
+ * arithmetic, for any cols >= 1. The kernels that hold a row in registers (vec, block, cluster)
+ * and online read rows whose length is not a multiple of the vector width, or whose pointers are
+ * not aligned to it, element by element; the staged kernels (smem, pipe) and split read any row
+ * in aligned 16-byte vectors where x and y lie the same distance past a 16-byte boundary, the few
+ * elements before the first boundary and after the last whole vector one at a time. */
 #pragma once
 
 #include <cuda_bf16.h>
@@ -173,89 +175,30 @@ __device__ __forceinline__ void pack_store(T *dst, const pack<T, VEC> &p)
     }
 }
 
-/* How many elements a row lies past a boundary of VEC elements: row - lead is aligned to them. */
-template <typename T, int VEC> __device__ __forceinline__ int lead(const T *row)
-{
-    return (int)((uintptr_t)row % (sizeof(T) * VEC) / sizeof(T));
-}
-
-/* How a kernel reads a row of vectors of VEC elements (x and y at the same alignment, see
- * same_alignment): `whole` vectors from its first element where it starts at a vector boundary and
- * cols is a multiple of VEC; `shifted` slots otherwise: slot idx (a multiple of VEC) holds its
- * elements [idx - shift, idx - shift + VEC), shift = lead<T, VEC>(row), so that a slot wholly
- * inside the row is one aligned access; the slots at the row's ends are left out, their elements
- * (edge_element, fewer than 2 VEC) read one at a time by as many threads. The row needs cols +
- * shift elements of slots, which those a kernel holds (capacity) may not have: then, as where x
- * and y are not at the same alignment, `elements` one at a time. Whole rows and element rows share
- * one code path (SHIFTED false, `aligned` telling them apart), shifted rows have their own, so
- * that the aligned path's code is what it would be alone. */
-enum class row_mode { whole, shifted, elements };
-
+/* VEC elements from idx on, as stored; -inf past the end of the row. */
 template <typename T, int VEC>
-__device__ __forceinline__ row_mode mode_of(const T *row, int cols, int64_t capacity, bool aligned,
-                                            int &shift)
-{
-    shift = 0;
-    if (!aligned)
-        return row_mode::elements;
-    const int lead_elements = lead<T, VEC>(row);
-    if (lead_elements == 0 && cols % VEC == 0)
-        return row_mode::whole;
-    if (cols + (int64_t)lead_elements > capacity)
-        return row_mode::elements;
-    shift = lead_elements;
-    return row_mode::shifted;
-}
-
-/* Slot idx of the row (see row_mode), as stored; -inf outside the row, and in a shifted row for
- * the slots at its ends. A shifted row is passed as the vector boundary at or before its first
- * element (row - shift), its elements [shift, cols + shift) of it: cols is their end. */
-template <typename T, int VEC, bool SHIFTED>
-__device__ __forceinline__ pack<T, VEC> load_raw(const T *row, int64_t idx, int cols, int shift,
-                                                 bool aligned)
+__device__ __forceinline__ pack<T, VEC> load_raw(const T *row, int64_t idx, int cols, bool aligned)
 {
     pack<T, VEC> p;
-    if constexpr (!SHIFTED) {
-        (void)shift;
-        if (aligned) {
-            if (idx < cols)
-                return pack_load<T, VEC>(row + idx);
-#pragma unroll
-            for (int j = 0; j < VEC; j++)
-                p.v[j] = from_float<T>(-INFINITY);
-            return p;
-        }
-#pragma unroll
-        for (int j = 0; j < VEC; j++)
-            p.v[j] = idx + j < cols ? row[idx + j] : from_float<T>(-INFINITY);
-        return p;
-    } else {
-        (void)aligned;
-        if (idx >= shift && idx + VEC <= cols)
+    if (aligned) {
+        if (idx < cols)
             return pack_load<T, VEC>(row + idx);
 #pragma unroll
-        for (int j = 0; j < VEC; j++) /* a slot at an end: its elements are edge elements */
+        for (int j = 0; j < VEC; j++)
             p.v[j] = from_float<T>(-INFINITY);
         return p;
     }
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+        p.v[j] = idx + j < cols ? row[idx + j] : from_float<T>(-INFINITY);
+    return p;
 }
 
-/* The k-th element of a shifted row (row_mode) outside its whole slots: the head before its first
- * vector boundary, then the tail after its last whole vector; -1 past them. */
-template <int VEC> __device__ __forceinline__ int64_t edge_element(int64_t k, int cols, int shift)
-{
-    const int head = min((VEC - shift) % VEC, cols);
-    const int tail = head + (cols - head) / VEC * VEC;
-    if (k < head)
-        return k;
-    return tail + (k - head) < cols ? tail + (k - head) : -1;
-}
-
-template <typename T, int VEC, bool SHIFTED>
-__device__ __forceinline__ void load(const T *row, int64_t idx, int cols, int shift, bool aligned,
+template <typename T, int VEC>
+__device__ __forceinline__ void load(const T *row, int64_t idx, int cols, bool aligned,
                                      float (&out)[VEC])
 {
-    const pack<T, VEC> p = load_raw<T, VEC, SHIFTED>(row, idx, cols, shift, aligned);
+    const pack<T, VEC> p = load_raw<T, VEC>(row, idx, cols, aligned);
 #pragma unroll
     for (int j = 0; j < VEC; j++)
         out[j] = to_float(p.v[j]);
@@ -288,29 +231,20 @@ __device__ __forceinline__ pack<T, VEC> convert(const float (&in)[VEC], float sc
     return p;
 }
 
-/* Slot idx of the row (see row_mode) = in * scale; elements outside the row left alone, and in a
- * shifted row those of the slots at its ends. Rows are passed as load_raw takes them. */
-template <typename T, int VEC, bool SHIFTED = false>
-__device__ __forceinline__ void store(T *row, int64_t idx, int cols, int shift, bool aligned,
+template <typename T, int VEC>
+__device__ __forceinline__ void store(T *row, int64_t idx, int cols, bool aligned,
                                       const float (&in)[VEC], float scale)
 {
     const pack<T, VEC> p = convert<T, VEC>(in, scale);
-    if constexpr (!SHIFTED) {
-        (void)shift;
-        if (aligned) {
-            if (idx < cols)
-                pack_store<true, T, VEC>(row + idx, p);
-            return;
-        }
-#pragma unroll
-        for (int j = 0; j < VEC; j++)
-            if (idx + j < cols)
-                row[idx + j] = p.v[j];
-    } else {
-        (void)aligned;
-        if (idx >= shift && idx + VEC <= cols) /* a slot at an end: its elements are edge elements */
+    if (aligned) {
+        if (idx < cols)
             pack_store<true, T, VEC>(row + idx, p);
+        return;
     }
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+        if (idx + j < cols)
+            row[idx + j] = p.v[j];
 }
 
 /* A cluster's blocks merge their (m, s) pairs, m a block's max and s the block-wide sum of its
@@ -359,35 +293,26 @@ template <int CTAS> __device__ __forceinline__ float cluster_scale(float m, floa
     }
 }
 
-/* Row in registers: max, exponentials (one each), sum, scaled store. index(it) gives the slot
- * (row_mode) of the it-th vector of this thread, index(0) / VEC the thread's place among the
- * row's threads, which takes that edge element of a shifted row; scale(m, s) turns the max and the
- * sum of this thread's reduction into the factor of its exponentials.
+/* Row in registers: max, exponentials (one each), sum, scaled store. index(it) gives the
+ * element index of the it-th vector of this thread; scale(m, s) turns the max and the sum of
+ * this thread's reduction into the factor of its exponentials.
  *
  * RAW keeps the elements as loaded (16-bit types: half the registers of fp32, so twice the bytes
  * of a row in flight for the same registers) and computes each exponential twice, for the sum and
  * for the store, instead of keeping them. */
-template <typename T, int VEC, int ITERS, bool RAW, bool SHIFTED, typename Index, typename Max,
+template <typename T, int VEC, int ITERS, bool RAW = false, typename Index, typename Max,
           typename Sum, typename Scale>
-__device__ __forceinline__ void row_in_registers_as(const T *xr, T *yr, int cols, int shift,
-                                                    bool aligned, Index index, Max reduce_max,
-                                                    Sum reduce_sum, Scale scale)
+__device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, bool aligned,
+                                                 Index index, Max reduce_max, Sum reduce_sum,
+                                                 Scale scale)
 {
-    const int64_t edge = SHIFTED ? edge_element<VEC>(index(0) / VEC, cols, shift) : -1;
-    const float xe = edge >= 0 ? to_float(xr[edge]) : -INFINITY;
-    T *const ye = yr;
-    if constexpr (SHIFTED) { /* as load_raw takes shifted rows */
-        xr -= shift;
-        yr -= shift;
-        cols += shift;
-    }
     if constexpr (RAW) {
         static_assert(sizeof(T) == 2 && VEC % 2 == 0, "pairs of 16-bit elements");
         uint32_t raw[ITERS][VEC / 2]; /* two elements a register */
         float m = -INFINITY;
 #pragma unroll
         for (int it = 0; it < ITERS; it++) {
-            const pack<T, VEC> p = load_raw<T, VEC, SHIFTED>(xr, index(it), cols, shift, aligned);
+            const pack<T, VEC> p = load_raw<T, VEC>(xr, index(it), cols, aligned);
             memcpy(raw[it], &p, sizeof p);
         }
         uint32_t pm = raw[0][0]; /* the max of pairs, packed: exact in 16 bits */
@@ -397,10 +322,10 @@ __device__ __forceinline__ void row_in_registers_as(const T *xr, T *yr, int cols
             for (int j = 0; j < VEC / 2; j++)
                 pm = max2<T>(pm, raw[it][j]);
         const float2 pair = unpack2<T>(pm);
-        m = fmaxf(fmaxf(pair.x, pair.y), xe);
+        m = fmaxf(pair.x, pair.y);
         m = reduce_max(m);
         const float base = m == -INFINITY ? 0.f : m;
-        float s = __expf(xe - base);
+        float s = 0.f;
 #pragma unroll
         for (int it = 0; it < ITERS; it++)
 #pragma unroll
@@ -418,17 +343,15 @@ __device__ __forceinline__ void row_in_registers_as(const T *xr, T *yr, int cols
                 e[2 * j] = __expf(x.x - base);
                 e[2 * j + 1] = __expf(x.y - base);
             }
-            store<T, VEC, SHIFTED>(yr, index(it), cols, shift, aligned, e, f);
+            store<T, VEC>(yr, index(it), cols, aligned, e, f);
         }
-        if (edge >= 0)
-            ye[edge] = from_float<T>(__expf(xe - base) * f);
         return;
     }
     float v[ITERS][VEC];
-    float m = xe;
+    float m = -INFINITY;
 #pragma unroll
     for (int it = 0; it < ITERS; it++) {
-        load<T, VEC, SHIFTED>(xr, index(it), cols, shift, aligned, v[it]);
+        load<T, VEC>(xr, index(it), cols, aligned, v[it]);
 #pragma unroll
         for (int j = 0; j < VEC; j++)
             m = fmaxf(m, v[it][j]);
@@ -436,8 +359,7 @@ __device__ __forceinline__ void row_in_registers_as(const T *xr, T *yr, int cols
     m = reduce_max(m);
     /* -inf throughout: exponentials of 0, not exp(-inf + inf) */
     const float base = m == -INFINITY ? 0.f : m;
-    const float ee = __expf(xe - base);
-    float s = ee;
+    float s = 0.f;
 #pragma unroll
     for (int it = 0; it < ITERS; it++)
 #pragma unroll
@@ -448,24 +370,7 @@ __device__ __forceinline__ void row_in_registers_as(const T *xr, T *yr, int cols
     const float f = scale(m, reduce_sum(s));
 #pragma unroll
     for (int it = 0; it < ITERS; it++)
-        store<T, VEC, SHIFTED>(yr, index(it), cols, shift, aligned, v[it], f);
-    if (edge >= 0)
-        ye[edge] = from_float<T>(ee * f);
-}
-
-/* row_in_registers_as for the row's mode (row_mode), capacity the elements of the kernel's
- * threads' slots. */
-template <typename T, int VEC, int ITERS, bool RAW = false, typename... Fns>
-__device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, int64_t capacity,
-                                                 bool aligned, Fns... fns)
-{
-    int shift;
-    const row_mode mode = mode_of<T, VEC>(xr, cols, capacity, aligned, shift);
-    if (mode == row_mode::shifted)
-        row_in_registers_as<T, VEC, ITERS, RAW, true>(xr, yr, cols, shift, true, fns...);
-    else
-        row_in_registers_as<T, VEC, ITERS, RAW, false>(xr, yr, cols, 0, mode == row_mode::whole,
-                                                       fns...);
+        store<T, VEC>(yr, index(it), cols, aligned, v[it], f);
 }
 
 template <typename T, int VEC, int ITERS, int WARPS>
@@ -477,7 +382,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     if (row >= rows)
         return;
     row_in_registers<T, VEC, ITERS>(
-        x + row * cols, y + row * cols, cols, 32 * VEC * ITERS, aligned,
+        x + row * cols, y + row * cols, cols, aligned,
         [=](int it) { return ((int64_t)it * 32 + lane) * VEC; }, warp_reduce<true>,
         warp_reduce<false>, [](float, float s) { return 1.f / s; });
 }
@@ -491,37 +396,30 @@ __global__ void __launch_bounds__(THREADS)
     (void)rows;
     const int tid = threadIdx.x;
     row_in_registers<T, VEC, ITERS>(
-        x + row * cols, y + row * cols, cols, THREADS * VEC * ITERS, aligned,
+        x + row * cols, y + row * cols, cols, aligned,
         [=](int it) { return ((int64_t)it * THREADS + tid) * VEC; },
         [&](float v) { return block_reduce<THREADS, true>(v, smem); },
         [&](float v) { return block_reduce<THREADS, false>(v, smem); },
         [](float, float s) { return 1.f / s; });
 }
 
-/* One block a row of any length: a running max and sum over the row, then a second pass that
- * reads it again and writes it; thread k takes the k-th edge element of a shifted row. */
-template <typename T, int THREADS, int VEC, int UNROLL, bool SHIFTED>
-__device__ __forceinline__ void online_row(const T *xr, T *yr, int cols, int shift, bool aligned,
-                                           float2 *red)
+template <typename T, int THREADS, int VEC, int UNROLL>
+__global__ void __launch_bounds__(THREADS)
+    online_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
 {
+    __shared__ float2 red[32];
+    (void)rows;
+    const int64_t row = blockIdx.x;
+    const T *xr = x + row * cols;
+    T *yr = y + row * cols;
     const int tid = threadIdx.x;
-    const int64_t edge = SHIFTED ? edge_element<VEC>(tid, cols, shift) : -1;
-    const float xe = edge >= 0 ? to_float(xr[edge]) : -INFINITY;
-    T *const ye = yr;
-    if constexpr (SHIFTED) { /* as load_raw takes shifted rows */
-        xr -= shift;
-        yr -= shift;
-        cols += shift;
-    }
-    const int64_t end = cols;
-    float m = xe, s = xe == -INFINITY ? 0.f : 1.f;
-    for (int64_t base = (int64_t)tid * VEC; base < end; base += (int64_t)THREADS * VEC * UNROLL) {
+    float m = -INFINITY, s = 0.f;
+    for (int64_t base = (int64_t)tid * VEC; base < cols; base += (int64_t)THREADS * VEC * UNROLL) {
         float v[UNROLL][VEC];
         float cm = -INFINITY;
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
-            load<T, VEC, SHIFTED>(xr, base + (int64_t)u * THREADS * VEC, cols, shift, aligned,
-                                  v[u]);
+            load<T, VEC>(xr, base + (int64_t)u * THREADS * VEC, cols, aligned, v[u]);
 #pragma unroll
             for (int j = 0; j < VEC; j++)
                 cm = fmaxf(cm, v[u][j]);
@@ -540,37 +438,18 @@ __device__ __forceinline__ void online_row(const T *xr, T *yr, int cols, int shi
     }
     block_merge<THREADS>(m, s, red);
     const float inv = 1.f / s;
-    for (int64_t base = (int64_t)tid * VEC; base < end; base += (int64_t)THREADS * VEC * UNROLL) {
+    for (int64_t base = (int64_t)tid * VEC; base < cols; base += (int64_t)THREADS * VEC * UNROLL) {
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
             const int64_t idx = base + (int64_t)u * THREADS * VEC;
             float v[VEC];
-            load<T, VEC, SHIFTED>(xr, idx, cols, shift, aligned, v);
+            load<T, VEC>(xr, idx, cols, aligned, v);
 #pragma unroll
             for (int j = 0; j < VEC; j++)
                 v[j] = __expf(v[j] - m);
-            store<T, VEC, SHIFTED>(yr, idx, cols, shift, aligned, v, inv);
+            store<T, VEC>(yr, idx, cols, aligned, v, inv);
         }
     }
-    if (edge >= 0)
-        ye[edge] = from_float<T>(__expf(xe - m) * inv);
-}
-
-template <typename T, int THREADS, int VEC, int UNROLL>
-__global__ void __launch_bounds__(THREADS)
-    online_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
-{
-    __shared__ float2 red[32];
-    (void)rows;
-    const int64_t row = blockIdx.x;
-    const T *xr = x + row * cols;
-    T *yr = y + row * cols;
-    int shift;
-    const row_mode mode = mode_of<T, VEC>(xr, cols, INT64_MAX, aligned, shift);
-    if (mode == row_mode::shifted)
-        online_row<T, THREADS, VEC, UNROLL, true>(xr, yr, cols, shift, true, red);
-    else
-        online_row<T, THREADS, VEC, UNROLL, false>(xr, yr, cols, 0, mode == row_mode::whole, red);
 }
 
 /* Whether a cluster thread holds its elements as loaded: up to 32 a thread as fp32 (one
@@ -594,7 +473,7 @@ __global__ void __launch_bounds__(THREADS, raw_row<T, VEC, ITERS>() ? 65536 / (T
     const int64_t row = blockIdx.x / CTAS;
     const int tid = threadIdx.x;
     row_in_registers<T, VEC, ITERS, raw_row<T, VEC, ITERS>()>(
-        x + row * cols, y + row * cols, cols, CTAS * THREADS * VEC * ITERS, aligned,
+        x + row * cols, y + row * cols, cols, aligned,
         [=](int it) { return (((int64_t)it * CTAS + rank) * THREADS + tid) * VEC; },
         [&](float v) { return block_reduce<THREADS, true>(v, smem); },
         [&](float v) { return block_reduce<THREADS, false>(v, smem); },
@@ -608,6 +487,28 @@ __global__ void __launch_bounds__(THREADS, raw_row<T, VEC, ITERS>() ? 65536 / (T
     (void)x, (void)y, (void)rows, (void)cols, (void)aligned;
     __trap();
 #endif
+}
+
+/* A whole vector at dst = in * scale: one store where dst is aligned to it, else element by
+ * element. */
+template <typename T, int VEC>
+__device__ __forceinline__ void store_vector(T *dst, bool aligned, const float (&in)[VEC],
+                                             float scale)
+{
+    const pack<T, VEC> p = convert<T, VEC>(in, scale);
+    if (aligned) {
+        pack_store<true, T, VEC>(dst, p);
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+        dst[j] = p.v[j];
+}
+
+/* How many elements a row lies past a boundary of VEC elements: row - lead is aligned to them. */
+template <typename T, int VEC> __device__ __forceinline__ int lead(const T *row)
+{
+    return (int)((uintptr_t)row % (sizeof(T) * VEC) / sizeof(T));
 }
 
 /* The n elements of a chunk that starts `a` elements past a 16-byte boundary (a < E = 16 /
@@ -732,7 +633,7 @@ __device__ __forceinline__ void chunk_write(const T *buf, T *dst, int n, int a, 
 #pragma unroll
         for (int j = 0; j < E; j++)
             e[j] = to_float(p.v[j]);
-        store<T, E>(dst, sp.vector(i), n, 0, aligned, e, scale);
+        store_vector<T, E>(dst + sp.vector(i), aligned, e, scale);
     }
     for (int k = tid; k < sp.scalars; k += THREADS)
         dst[sp.scalar(k)] = from_float<T>(to_float(data[sp.scalar(k)]) * scale);
@@ -931,15 +832,21 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
             for (int j = 0; j < E; j++)
                 e[j] = __expf(to_float(p.v[j]) - base);
-            store<T, E>(yp, sp.vector(i), n, 0, aligned, e, inv);
+            store_vector<T, E>(yp + sp.vector(i), aligned, e, inv);
         }
     }
     for (int k = tid; k < sp.scalars; k += THREADS)
         yp[sp.scalar(k)] = from_float<T>(__expf(to_float(xp[sp.scalar(k)]) - base) * inv);
 }
 
+template <typename T, int VEC> static bool is_aligned(const void *x, const void *y, int64_t cols)
+{
+    const uintptr_t a = sizeof(T) * VEC;
+    return cols % VEC == 0 && (uintptr_t)x % a == 0 && (uintptr_t)y % a == 0;
+}
+
 /* Whether x and y lie the same distance past a boundary of VEC elements, so that a row's vectors
- * (row_mode) are aligned in both: the kernels' `aligned`. */
+ * are aligned in both at the same indices: the staged and split kernels' `aligned`. */
 template <typename T, int VEC> static bool same_alignment(const void *x, const void *y)
 {
     return ((uintptr_t)x - (uintptr_t)y) % (sizeof(T) * VEC) == 0;
@@ -961,7 +868,7 @@ template <int VEC, int ITERS, int WARPS> struct vec_launcher {
         if (e != cudaSuccess)
             return e;
         vec_kernel<T, VEC, ITERS, WARPS><<<(unsigned)blocks, WARPS * 32, 0, s>>>(
-            (const T *)x, (T *)y, rows, (int)cols, same_alignment<T, VEC>(x, y));
+            (const T *)x, (T *)y, rows, (int)cols, is_aligned<T, VEC>(x, y, cols));
         return cudaGetLastError();
     }
 };
@@ -974,7 +881,7 @@ template <int THREADS, int VEC, int ITERS> struct block_launcher {
         if (e != cudaSuccess)
             return e;
         block_kernel<T, THREADS, VEC, ITERS><<<(unsigned)rows, THREADS, 0, s>>>(
-            (const T *)x, (T *)y, rows, (int)cols, same_alignment<T, VEC>(x, y));
+            (const T *)x, (T *)y, rows, (int)cols, is_aligned<T, VEC>(x, y, cols));
         return cudaGetLastError();
     }
 };
@@ -1005,7 +912,7 @@ template <int THREADS, int VEC, int UNROLL, int PER_SM> struct online_launcher {
                 return e;
         }
         online_kernel<T, THREADS, VEC, UNROLL><<<(unsigned)rows, THREADS, reserve, s>>>(
-            (const T *)x, (T *)y, rows, (int)cols, same_alignment<T, VEC>(x, y));
+            (const T *)x, (T *)y, rows, (int)cols, is_aligned<T, VEC>(x, y, cols));
         return cudaGetLastError();
     }
 };
@@ -1030,7 +937,7 @@ template <int CTAS, int THREADS, int VEC, int ITERS> struct cluster_launcher {
             return e;
         return launch_clusters<CTAS, THREADS>(cluster_kernel<T, CTAS, THREADS, VEC, ITERS>, rows, 0,
                                               s, (const T *)x, (T *)y, rows, (int)cols,
-                                              same_alignment<T, VEC>(x, y));
+                                              is_aligned<T, VEC>(x, y, cols));
     }
 };
 
