@@ -536,9 +536,9 @@ template <typename T> struct span {
  * 16-byte boundaries of shared memory; a buffer has room for a vector more than a chunk. */
 
 /* Copies the n elements of a chunk (src) to shared memory at buf + a (a = lead<T, E>(src)) with
- * `aligned`: the 16-byte blocks that hold them by asynchronous copies (not waited for here), the
- * first read whole (its elements before src, in the same 16 bytes, land before buf + a), the last
- * only up to the chunk's end. Without (a = 0), element by element. */
+ * `aligned`: the 16-byte blocks wholly inside the chunk by asynchronous copies (not waited for
+ * here), the elements of the partial blocks at its ends one at a time, so that nothing outside the
+ * chunk is read. Without (a = 0), element by element. */
 template <typename T, int THREADS>
 __device__ __forceinline__ void chunk_fetch(T *buf, const T *src, int n, int a, bool aligned)
 {
@@ -552,11 +552,12 @@ __device__ __forceinline__ void chunk_fetch(T *buf, const T *src, int n, int a, 
     const T *from = src - a;
     const int blocks = n > 0 ? (a + n + E - 1) / E : 0;
     for (int i = tid; i < blocks; i += THREADS) {
-        const int left = a + n - i * E; /* elements of this block up to the chunk's end */
-        if (left >= E)
+        const int first = i == 0 ? a : 0, last = min(E, a + n - i * E); /* the chunk's part */
+        if (first == 0 && last == E)
             cp_async16(buf + i * E, from + i * E);
         else
-            cp_async16(buf + i * E, from + i * E, left * (int)sizeof(T));
+            for (int j = first; j < last; j++)
+                buf[i * E + j] = from[i * E + j];
     }
 }
 
