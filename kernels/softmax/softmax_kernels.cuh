@@ -537,8 +537,9 @@ template <typename T> struct span {
 
 /* Copies the n elements of a chunk (src) to shared memory at buf + a (a = lead<T, E>(src)) with
  * `aligned`: the 16-byte blocks wholly inside the chunk by asynchronous copies (not waited for
- * here), the elements of the partial blocks at its ends one at a time, so that nothing outside the
- * chunk is read. Without (a = 0), element by element. */
+ * here), then the elements of the partial blocks at its ends one at a time (the first thread the
+ * head's, the last the tail's, once every copy is on its way), so that nothing outside the chunk
+ * is read. Without (a = 0), element by element. */
 template <typename T, int THREADS>
 __device__ __forceinline__ void chunk_fetch(T *buf, const T *src, int n, int a, bool aligned)
 {
@@ -551,14 +552,20 @@ __device__ __forceinline__ void chunk_fetch(T *buf, const T *src, int n, int a, 
     }
     const T *from = src - a;
     const int blocks = n > 0 ? (a + n + E - 1) / E : 0;
-    for (int i = tid; i < blocks; i += THREADS) {
-        const int first = i == 0 ? a : 0, last = min(E, a + n - i * E); /* the chunk's part */
-        if (first == 0 && last == E)
+    /* block i holds the chunk's elements [first(i), last(i)) of its E */
+    auto first = [&](int i) { return i == 0 ? a : 0; };
+    auto last = [&](int i) { return min(E, a + n - i * E); };
+    for (int i = tid; i < blocks; i += THREADS)
+        if (first(i) == 0 && last(i) == E)
             cp_async16(buf + i * E, from + i * E);
-        else
-            for (int j = first; j < last; j++)
-                buf[i * E + j] = from[i * E + j];
-    }
+    int i = -1; /* the partial block this thread copies, if any */
+    if (tid == 0 && blocks > 0)
+        i = 0;
+    else if (tid == THREADS - 1 && blocks > 1)
+        i = blocks - 1;
+    if (i >= 0 && (first(i) > 0 || last(i) < E))
+        for (int j = first(i); j < last(i); j++)
+            buf[i * E + j] = from[i * E + j];
 }
 
 /* The max of a pack's elements and m (16-bit elements compared two at a time, as stored). */
