@@ -403,6 +403,23 @@ __global__ void __launch_bounds__(THREADS)
         [](float, float s) { return 1.f / s; });
 }
 
+/* Folds a batch of values v, whose max is cm, into a running max m and sum s of exp(x - m). */
+template <int U, int V>
+__device__ __forceinline__ void online_fold(float &m, float &s, float cm, const float (&v)[U][V])
+{
+    const float nm = fmaxf(m, cm);
+    if (nm == -INFINITY)
+        return;
+    float cs = 0.f;
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            cs += __expf(v[u][j] - nm);
+    s = (m == -INFINITY ? 0.f : s * __expf(m - nm)) + cs;
+    m = nm;
+}
+
 template <typename T, int THREADS, int VEC, int UNROLL>
 __global__ void __launch_bounds__(THREADS)
     online_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
@@ -424,17 +441,7 @@ __global__ void __launch_bounds__(THREADS)
             for (int j = 0; j < VEC; j++)
                 cm = fmaxf(cm, v[u][j]);
         }
-        const float nm = fmaxf(m, cm);
-        if (nm == -INFINITY)
-            continue;
-        float cs = 0.f;
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++)
-#pragma unroll
-            for (int j = 0; j < VEC; j++)
-                cs += __expf(v[u][j] - nm);
-        s = (m == -INFINITY ? 0.f : s * __expf(m - nm)) + cs;
-        m = nm;
+        online_fold(m, s, cm, v);
     }
     block_merge<THREADS>(m, s, red);
     const float inv = 1.f / s;
@@ -792,17 +799,7 @@ __global__ void __launch_bounds__(THREADS)
                 cm = fmaxf(cm, v[u][j]);
             }
         }
-        const float nm = fmaxf(m, cm);
-        if (nm == -INFINITY)
-            continue;
-        float cs = 0.f;
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++)
-#pragma unroll
-            for (int j = 0; j < E; j++)
-                cs += __expf(v[u][j] - nm);
-        s = (m == -INFINITY ? 0.f : s * __expf(m - nm)) + cs;
-        m = nm;
+        online_fold(m, s, cm, v);
     }
     for (int k = tid; k < sp.scalars; k += THREADS)
         online_merge(m, s, to_float(xp[sp.scalar(k)]), 1.f);
