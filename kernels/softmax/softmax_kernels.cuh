@@ -293,26 +293,109 @@ template <int CTAS> __device__ __forceinline__ float cluster_scale(float m, floa
     }
 }
 
+/* How many elements a row lies past a boundary of VEC elements: row - lead is aligned to them. */
+template <typename T, int VEC> __device__ __forceinline__ int lead(const T *row)
+{
+    return (int)((uintptr_t)row % (sizeof(T) * VEC) / sizeof(T));
+}
+
+/* Shifted rows, for the kernels that hold rows in registers and online: a row that starts shift
+ * = lead<T, VEC>(row) elements past a boundary of VEC elements is read as slots of VEC elements
+ * from the boundary before it (base = row - shift, its elements [shift, end = cols + shift) of
+ * base): a slot wholly inside the row is one aligned access; the slots at its two ends are left
+ * out, their elements (edge_element, fewer than 2 VEC) taken one a thread. A launch takes a
+ * kernel's shifted instantiation where its rows are off a vector boundary but x and y at the same
+ * alignment (and the kernel's slots hold cols + VEC - 1 elements), so that the aligned
+ * instantiation keeps the code it has alone: a row's mode decided in the kernel cost the aligned
+ * path registers. */
+template <typename T, int VEC>
+__device__ __forceinline__ pack<T, VEC> slot_load(const T *base, int64_t idx, int shift, int end)
+{
+    if (idx >= shift && idx + VEC <= end)
+        return pack_load<T, VEC>(base + idx);
+    pack<T, VEC> p;
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+        p.v[j] = from_float<T>(-INFINITY);
+    return p;
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void slot_store(T *base, int64_t idx, int shift, int end,
+                                           const float (&in)[VEC], float scale)
+{
+    if (idx >= shift && idx + VEC <= end)
+        pack_store<true, T, VEC>(base + idx, convert<T, VEC>(in, scale));
+}
+
+/* The k-th element of a shifted row outside its whole slots: the head before its first vector
+ * boundary, then the tail after its last whole vector; -1 past them. */
+template <int VEC> __device__ __forceinline__ int64_t edge_element(int64_t k, int cols, int shift)
+{
+    const int head = min((VEC - shift) % VEC, cols);
+    const int tail = head + (cols - head) / VEC * VEC;
+    if (k < head)
+        return k;
+    return tail + (k - head) < cols ? tail + (k - head) : -1;
+}
+
+/* A shifted row's place for the thread of index k among its threads: base, end, and its edge
+ * element and value (-1 and -inf where it has none). */
+template <typename T, int VEC> struct shifted_row {
+    int shift, end;
+    int64_t edge;
+    float xe;
+    __device__ __forceinline__ shifted_row() : shift(0), end(0), edge(-1), xe(-INFINITY) {}
+    __device__ __forceinline__ shifted_row(const T *row, int cols, int64_t k)
+    {
+        shift = lead<T, VEC>(row);
+        end = cols + shift;
+        edge = edge_element<VEC>(k, cols, shift);
+        xe = edge >= 0 ? to_float(row[edge]) : -INFINITY;
+    }
+};
+
 /* Row in registers: max, exponentials (one each), sum, scaled store. index(it) gives the
- * element index of the it-th vector of this thread; scale(m, s) turns the max and the sum of
- * this thread's reduction into the factor of its exponentials.
+ * element index of the it-th vector of this thread (SHIFTED: its slot), index(0) / VEC the
+ * thread's place among the row's, which takes that edge element; scale(m, s) turns the max and
+ * the sum of this thread's reduction into the factor of its exponentials.
  *
  * RAW keeps the elements as loaded (16-bit types: half the registers of fp32, so twice the bytes
  * of a row in flight for the same registers) and computes each exponential twice, for the sum and
  * for the store, instead of keeping them. */
-template <typename T, int VEC, int ITERS, bool RAW = false, typename Index, typename Max,
+template <typename T, int VEC, int ITERS, bool RAW, bool SHIFTED, typename Index, typename Max,
           typename Sum, typename Scale>
 __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, bool aligned,
                                                  Index index, Max reduce_max, Sum reduce_sum,
                                                  Scale scale)
 {
+    /* SHIFTED: xr and yr become the boundary before the row (see shifted_row) */
+    const shifted_row<T, VEC> sr = SHIFTED ? shifted_row<T, VEC>(xr, cols, index(0) / VEC)
+                                           : shifted_row<T, VEC>{};
+    T *const ye = yr;
+    if constexpr (SHIFTED) {
+        xr -= sr.shift;
+        yr -= sr.shift;
+    }
+    const auto load_at = [&](int it) {
+        if constexpr (SHIFTED)
+            return slot_load<T, VEC>(xr, index(it), sr.shift, sr.end);
+        else
+            return load_raw<T, VEC>(xr, index(it), cols, aligned);
+    };
+    const auto store_at = [&](int it, const float(&e)[VEC], float f) {
+        if constexpr (SHIFTED)
+            slot_store<T, VEC>(yr, index(it), sr.shift, sr.end, e, f);
+        else
+            store<T, VEC>(yr, index(it), cols, aligned, e, f);
+    };
     if constexpr (RAW) {
         static_assert(sizeof(T) == 2 && VEC % 2 == 0, "pairs of 16-bit elements");
         uint32_t raw[ITERS][VEC / 2]; /* two elements a register */
         float m = -INFINITY;
 #pragma unroll
         for (int it = 0; it < ITERS; it++) {
-            const pack<T, VEC> p = load_raw<T, VEC>(xr, index(it), cols, aligned);
+            const pack<T, VEC> p = load_at(it);
             memcpy(raw[it], &p, sizeof p);
         }
         uint32_t pm = raw[0][0]; /* the max of pairs, packed: exact in 16 bits */
@@ -323,9 +406,13 @@ __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, b
                 pm = max2<T>(pm, raw[it][j]);
         const float2 pair = unpack2<T>(pm);
         m = fmaxf(pair.x, pair.y);
+        if constexpr (SHIFTED)
+            m = fmaxf(m, sr.xe);
         m = reduce_max(m);
         const float base = m == -INFINITY ? 0.f : m;
         float s = 0.f;
+        if constexpr (SHIFTED)
+            s = __expf(sr.xe - base);
 #pragma unroll
         for (int it = 0; it < ITERS; it++)
 #pragma unroll
@@ -343,23 +430,32 @@ __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, b
                 e[2 * j] = __expf(x.x - base);
                 e[2 * j + 1] = __expf(x.y - base);
             }
-            store<T, VEC>(yr, index(it), cols, aligned, e, f);
+            store_at(it, e, f);
         }
+        if constexpr (SHIFTED)
+            if (sr.edge >= 0)
+                ye[sr.edge] = from_float<T>(__expf(sr.xe - base) * f);
         return;
     }
     float v[ITERS][VEC];
     float m = -INFINITY;
 #pragma unroll
     for (int it = 0; it < ITERS; it++) {
-        load<T, VEC>(xr, index(it), cols, aligned, v[it]);
+        const pack<T, VEC> p = load_at(it);
 #pragma unroll
-        for (int j = 0; j < VEC; j++)
+        for (int j = 0; j < VEC; j++) {
+            v[it][j] = to_float(p.v[j]);
             m = fmaxf(m, v[it][j]);
+        }
     }
+    if constexpr (SHIFTED)
+        m = fmaxf(m, sr.xe);
     m = reduce_max(m);
     /* -inf throughout: exponentials of 0, not exp(-inf + inf) */
     const float base = m == -INFINITY ? 0.f : m;
     float s = 0.f;
+    if constexpr (SHIFTED)
+        s = __expf(sr.xe - base);
 #pragma unroll
     for (int it = 0; it < ITERS; it++)
 #pragma unroll
@@ -370,10 +466,13 @@ __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, b
     const float f = scale(m, reduce_sum(s));
 #pragma unroll
     for (int it = 0; it < ITERS; it++)
-        store<T, VEC>(yr, index(it), cols, aligned, v[it], f);
+        store_at(it, v[it], f);
+    if constexpr (SHIFTED)
+        if (sr.edge >= 0)
+            ye[sr.edge] = from_float<T>(__expf(sr.xe - base) * f);
 }
 
-template <typename T, int VEC, int ITERS, int WARPS>
+template <typename T, int VEC, int ITERS, int WARPS, bool SHIFTED>
 __global__ void __launch_bounds__(WARPS * 32)
     vec_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
 {
@@ -381,13 +480,13 @@ __global__ void __launch_bounds__(WARPS * 32)
     const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
     if (row >= rows)
         return;
-    row_in_registers<T, VEC, ITERS>(
+    row_in_registers<T, VEC, ITERS, false, SHIFTED>(
         x + row * cols, y + row * cols, cols, aligned,
         [=](int it) { return ((int64_t)it * 32 + lane) * VEC; }, warp_reduce<true>,
         warp_reduce<false>, [](float, float s) { return 1.f / s; });
 }
 
-template <typename T, int THREADS, int VEC, int ITERS>
+template <typename T, int THREADS, int VEC, int ITERS, bool SHIFTED>
 __global__ void __launch_bounds__(THREADS)
     block_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
 {
@@ -395,7 +494,7 @@ __global__ void __launch_bounds__(THREADS)
     const int64_t row = blockIdx.x;
     (void)rows;
     const int tid = threadIdx.x;
-    row_in_registers<T, VEC, ITERS>(
+    row_in_registers<T, VEC, ITERS, false, SHIFTED>(
         x + row * cols, y + row * cols, cols, aligned,
         [=](int it) { return ((int64_t)it * THREADS + tid) * VEC; },
         [&](float v) { return block_reduce<THREADS, true>(v, smem); },
@@ -420,7 +519,7 @@ __device__ __forceinline__ void online_fold(float &m, float &s, float cm, const 
     m = nm;
 }
 
-template <typename T, int THREADS, int VEC, int UNROLL>
+template <typename T, int THREADS, int VEC, int UNROLL, bool SHIFTED>
 __global__ void __launch_bounds__(THREADS)
     online_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
 {
@@ -430,13 +529,37 @@ __global__ void __launch_bounds__(THREADS)
     const T *xr = x + row * cols;
     T *yr = y + row * cols;
     const int tid = threadIdx.x;
+    /* SHIFTED: xr and yr become the boundary before the row (see shifted_row) */
+    const shifted_row<T, VEC> sr =
+        SHIFTED ? shifted_row<T, VEC>(xr, cols, tid) : shifted_row<T, VEC>{};
+    T *const ye = yr;
+    int end = cols;
+    if constexpr (SHIFTED) {
+        xr -= sr.shift;
+        yr -= sr.shift;
+        end = sr.end;
+    }
+    const auto load_at = [&](int64_t idx, float(&v)[VEC]) {
+        if constexpr (SHIFTED) {
+            const pack<T, VEC> p = slot_load<T, VEC>(xr, idx, sr.shift, sr.end);
+#pragma unroll
+            for (int j = 0; j < VEC; j++)
+                v[j] = to_float(p.v[j]);
+        } else {
+            load<T, VEC>(xr, idx, cols, aligned, v);
+        }
+    };
     float m = -INFINITY, s = 0.f;
-    for (int64_t base = (int64_t)tid * VEC; base < cols; base += (int64_t)THREADS * VEC * UNROLL) {
+    if constexpr (SHIFTED) {
+        m = sr.xe;
+        s = sr.xe == -INFINITY ? 0.f : 1.f;
+    }
+    for (int64_t base = (int64_t)tid * VEC; base < end; base += (int64_t)THREADS * VEC * UNROLL) {
         float v[UNROLL][VEC];
         float cm = -INFINITY;
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
-            load<T, VEC>(xr, base + (int64_t)u * THREADS * VEC, cols, aligned, v[u]);
+            load_at(base + (int64_t)u * THREADS * VEC, v[u]);
 #pragma unroll
             for (int j = 0; j < VEC; j++)
                 cm = fmaxf(cm, v[u][j]);
@@ -445,18 +568,24 @@ __global__ void __launch_bounds__(THREADS)
     }
     block_merge<THREADS>(m, s, red);
     const float inv = 1.f / s;
-    for (int64_t base = (int64_t)tid * VEC; base < cols; base += (int64_t)THREADS * VEC * UNROLL) {
+    for (int64_t base = (int64_t)tid * VEC; base < end; base += (int64_t)THREADS * VEC * UNROLL) {
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
             const int64_t idx = base + (int64_t)u * THREADS * VEC;
             float v[VEC];
-            load<T, VEC>(xr, idx, cols, aligned, v);
+            load_at(idx, v);
 #pragma unroll
             for (int j = 0; j < VEC; j++)
                 v[j] = __expf(v[j] - m);
-            store<T, VEC>(yr, idx, cols, aligned, v, inv);
+            if constexpr (SHIFTED)
+                slot_store<T, VEC>(yr, idx, sr.shift, sr.end, v, inv);
+            else
+                store<T, VEC>(yr, idx, cols, aligned, v, inv);
         }
     }
+    if constexpr (SHIFTED)
+        if (sr.edge >= 0)
+            ye[sr.edge] = from_float<T>(__expf(sr.xe - m) * inv);
 }
 
 /* Whether a cluster thread holds its elements as loaded: up to 32 a thread as fp32 (one
@@ -468,7 +597,7 @@ template <typename T, int VEC, int ITERS> __host__ __device__ constexpr bool raw
 }
 
 /* A cluster of CTAS blocks a row; block b holds vectors it * CTAS + b of the row. */
-template <typename T, int CTAS, int THREADS, int VEC, int ITERS>
+template <typename T, int CTAS, int THREADS, int VEC, int ITERS, bool SHIFTED>
 __global__ void __launch_bounds__(THREADS, raw_row<T, VEC, ITERS>() ? 65536 / (THREADS * 80) : 1)
     cluster_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
 {
@@ -479,7 +608,7 @@ __global__ void __launch_bounds__(THREADS, raw_row<T, VEC, ITERS>() ? 65536 / (T
     const int rank = (int)ktune_cluster::rank();
     const int64_t row = blockIdx.x / CTAS;
     const int tid = threadIdx.x;
-    row_in_registers<T, VEC, ITERS, raw_row<T, VEC, ITERS>()>(
+    row_in_registers<T, VEC, ITERS, raw_row<T, VEC, ITERS>(), SHIFTED>(
         x + row * cols, y + row * cols, cols, aligned,
         [=](int it) { return (((int64_t)it * CTAS + rank) * THREADS + tid) * VEC; },
         [&](float v) { return block_reduce<THREADS, true>(v, smem); },
@@ -510,12 +639,6 @@ __device__ __forceinline__ void store_vector(T *dst, bool aligned, const float (
 #pragma unroll
     for (int j = 0; j < VEC; j++)
         dst[j] = p.v[j];
-}
-
-/* How many elements a row lies past a boundary of VEC elements: row - lead is aligned to them. */
-template <typename T, int VEC> __device__ __forceinline__ int lead(const T *row)
-{
-    return (int)((uintptr_t)row % (sizeof(T) * VEC) / sizeof(T));
 }
 
 /* The n elements of a chunk that starts `a` elements past a 16-byte boundary (a < E = 16 /
@@ -864,6 +987,20 @@ static inline cudaError_t check_shape(int64_t rows, int64_t cols, int64_t blocks
     return cudaSuccess;
 }
 
+/* The instantiation a kernel that holds rows in registers (capacity elements of slots a row)
+ * launches with: *shifted where the rows are off a boundary of VEC elements, x and y at the same
+ * alignment and the slots hold any shift (shifted_row); else the aligned one, *aligned telling
+ * whether its rows are whole vectors or go element by element. */
+template <typename T, int VEC>
+static void row_layout(const void *x, const void *y, int64_t cols, int64_t capacity, bool *shifted,
+                       bool *aligned)
+{
+    *aligned = is_aligned<T, VEC>(x, y, cols);
+    *shifted = !*aligned && VEC > 1 && same_alignment<T, VEC>(x, y) &&
+               (uintptr_t)x % sizeof(T) == 0 && cols + VEC - 1 <= capacity;
+    *aligned = *aligned || *shifted;
+}
+
 template <int VEC, int ITERS, int WARPS> struct vec_launcher {
     template <typename T>
     static cudaError_t run(const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
@@ -872,8 +1009,12 @@ template <int VEC, int ITERS, int WARPS> struct vec_launcher {
         cudaError_t e = check_shape(rows, cols, blocks);
         if (e != cudaSuccess)
             return e;
-        vec_kernel<T, VEC, ITERS, WARPS><<<(unsigned)blocks, WARPS * 32, 0, s>>>(
-            (const T *)x, (T *)y, rows, (int)cols, is_aligned<T, VEC>(x, y, cols));
+        bool shifted, aligned;
+        row_layout<T, VEC>(x, y, cols, 32 * VEC * ITERS, &shifted, &aligned);
+        const auto kernel = shifted ? vec_kernel<T, VEC, ITERS, WARPS, true>
+                                    : vec_kernel<T, VEC, ITERS, WARPS, false>;
+        kernel<<<(unsigned)blocks, WARPS * 32, 0, s>>>((const T *)x, (T *)y, rows, (int)cols,
+                                                       aligned);
         return cudaGetLastError();
     }
 };
@@ -885,8 +1026,11 @@ template <int THREADS, int VEC, int ITERS> struct block_launcher {
         cudaError_t e = check_shape(rows, cols, rows);
         if (e != cudaSuccess)
             return e;
-        block_kernel<T, THREADS, VEC, ITERS><<<(unsigned)rows, THREADS, 0, s>>>(
-            (const T *)x, (T *)y, rows, (int)cols, is_aligned<T, VEC>(x, y, cols));
+        bool shifted, aligned;
+        row_layout<T, VEC>(x, y, cols, THREADS * VEC * ITERS, &shifted, &aligned);
+        const auto kernel = shifted ? block_kernel<T, THREADS, VEC, ITERS, true>
+                                    : block_kernel<T, THREADS, VEC, ITERS, false>;
+        kernel<<<(unsigned)rows, THREADS, 0, s>>>((const T *)x, (T *)y, rows, (int)cols, aligned);
         return cudaGetLastError();
     }
 };
@@ -900,6 +1044,10 @@ template <int THREADS, int VEC, int UNROLL, int PER_SM> struct online_launcher {
         cudaError_t e = check_shape(rows, cols, rows);
         if (e != cudaSuccess)
             return e;
+        bool shifted, aligned;
+        row_layout<T, VEC>(x, y, cols, INT64_MAX, &shifted, &aligned);
+        const auto kernel = shifted ? online_kernel<T, THREADS, VEC, UNROLL, true>
+                                    : online_kernel<T, THREADS, VEC, UNROLL, false>;
         size_t reserve = 0;
         if (PER_SM > 0) {
             int device = 0, per_sm = 0, optin = 0;
@@ -911,13 +1059,13 @@ template <int THREADS, int VEC, int UNROLL, int PER_SM> struct online_launcher {
                 e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
             reserve = std::min<size_t>((size_t)per_sm / (PER_SM + 1) + 1024, (size_t)optin);
             if (e == cudaSuccess) /* per launch: see the cluster launcher */
-                e = cudaFuncSetAttribute(online_kernel<T, THREADS, VEC, UNROLL>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)reserve);
+                e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)reserve);
             if (e != cudaSuccess)
                 return e;
         }
-        online_kernel<T, THREADS, VEC, UNROLL><<<(unsigned)rows, THREADS, reserve, s>>>(
-            (const T *)x, (T *)y, rows, (int)cols, is_aligned<T, VEC>(x, y, cols));
+        kernel<<<(unsigned)rows, THREADS, reserve, s>>>((const T *)x, (T *)y, rows, (int)cols,
+                                                        aligned);
         return cudaGetLastError();
     }
 };
@@ -940,9 +1088,12 @@ template <int CTAS, int THREADS, int VEC, int ITERS> struct cluster_launcher {
         cudaError_t e = check_shape(rows, cols, rows * CTAS);
         if (e != cudaSuccess)
             return e;
-        return launch_clusters<CTAS, THREADS>(cluster_kernel<T, CTAS, THREADS, VEC, ITERS>, rows, 0,
-                                              s, (const T *)x, (T *)y, rows, (int)cols,
-                                              is_aligned<T, VEC>(x, y, cols));
+        bool shifted, aligned;
+        row_layout<T, VEC>(x, y, cols, (int64_t)CTAS * THREADS * VEC * ITERS, &shifted, &aligned);
+        const auto kernel = shifted ? cluster_kernel<T, CTAS, THREADS, VEC, ITERS, true>
+                                    : cluster_kernel<T, CTAS, THREADS, VEC, ITERS, false>;
+        return launch_clusters<CTAS, THREADS>(kernel, rows, 0, s, (const T *)x, (T *)y, rows,
+                                              (int)cols, aligned);
     }
 };
 
