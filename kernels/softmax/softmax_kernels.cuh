@@ -1,9 +1,10 @@
 /* Row softmax kernels. Each reads its row once (online, split: twice) and writes it once, in fp32
- * arithmetic, for any cols >= 1. The kernels that hold a row in registers (vec, block, cluster)
- * and online read rows whose length is not a multiple of the vector width, or whose pointers are
- * not aligned to it, element by element; the staged kernels (smem, pipe) and split read any row
- * in aligned 16-byte vectors where x and y lie the same distance past a 16-byte boundary, the few
- * elements before the first boundary and after the last whole vector one at a time. */
+ * arithmetic, for any cols >= 1. Rows need not start at a vector boundary: where x and y lie the
+ * same distance past one, every kernel reads a row in aligned vectors and its few elements before
+ * the first boundary and after the last whole vector one at a time (the staged kernels and split
+ * in the kernel; those that hold rows in registers and online in a shifted instantiation their
+ * launcher takes for such rows, see shifted_row); where x and y are at different alignments,
+ * element by element. */
 #pragma once
 
 #include <cuda_bf16.h>
