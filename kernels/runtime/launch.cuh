@@ -67,12 +67,9 @@ cudaError_t launch_cooperative(void (*kernel)(Params...), dim3 grid, dim3 block,
                                Args... args)
 {
     cudaLaunchAttribute attr;
+    cudaLaunchConfig_t config = launch_config(grid, block, dim3(1, 1, 1), 0, s, &attr);
     attr.id = cudaLaunchAttributeCooperative;
     attr.val.cooperative = 1;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = grid;
-    config.blockDim = block;
-    config.stream = s;
     config.attrs = &attr;
     config.numAttrs = 1;
     const cudaError_t e = cudaLaunchKernelEx(&config, kernel, args...);

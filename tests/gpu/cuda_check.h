@@ -24,3 +24,22 @@ static inline void exit_without_gpu(void)
         exit(77);
     }
 }
+
+#ifdef __cplusplus
+/* Captures call(s), a library call on stream s, in a CUDA graph, launches the graph and waits for
+ * it; returns what the call returned. */
+template <typename Call> static auto replay_in_graph(cudaStream_t s, Call call)
+{
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    const auto status = call(s);
+    CHECK(cudaStreamEndCapture(s, &graph));
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(graph));
+    return status;
+}
+#endif

@@ -146,18 +146,11 @@ static int adaptation(const ktune_device *dev, cublasHandle_t handle)
     printf("adaptation of matmul %s (table: %s):\n%s", keytext,
            f->tables[table]->rows[row].config, report);
     /* captured: not timed, replayed right */
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
     CHECK(cudaMemset(p.c, 0xff, (size_t)(p.m * p.n) * 2));
-    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    ok &= ktune_matmul(p.a, p.w, p.c, p.m, p.n, p.k, (ktune_dtype)p.dtype, s) == KTUNE_OK;
-    CHECK(cudaStreamEndCapture(s, &graph));
-    CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    CHECK(cudaGraphLaunch(exec, s));
-    CHECK(cudaStreamSynchronize(s));
+    ok &= replay_in_graph(s, [&](cudaStream_t gs) {
+              return ktune_matmul(p.a, p.w, p.c, p.m, p.n, p.k, (ktune_dtype)p.dtype, gs);
+          }) == KTUNE_OK;
     ok &= check_output(p, &first) == 0;
-    CHECK(cudaGraphExecDestroy(exec));
-    CHECK(cudaGraphDestroy(graph));
     CHECK(cudaStreamDestroy(s));
     ktune_adapt_enable(0);
     problem_free(p);

@@ -182,17 +182,12 @@ int main()
                 }
                 /* the public entry point, captured in a graph and replayed */
                 cudaStream_t s;
-                cudaGraph_t graph;
-                cudaGraphExec_t exec;
                 CHECK(cudaStreamCreate(&s));
                 CHECK(cudaMemset(p.c, 0xff, (size_t)(p.rows * p.n) * 2));
-                CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-                ktune_status st = ktune_moe(p.a, p.w, p.offsets_d, p.c, p.rows, p.n, p.k, p.groups,
-                                            (ktune_dtype)dtype, s);
-                CHECK(cudaStreamEndCapture(s, &graph));
-                CHECK(cudaGraphInstantiate(&exec, graph, 0));
-                CHECK(cudaGraphLaunch(exec, s));
-                CHECK(cudaStreamSynchronize(s));
+                ktune_status st = replay_in_graph(s, [&](cudaStream_t gs) {
+                    return ktune_moe(p.a, p.w, p.offsets_d, p.c, p.rows, p.n, p.k, p.groups,
+                                     (ktune_dtype)dtype, gs);
+                });
                 int64_t first;
                 const long long bad = st == KTUNE_OK ? check_output(p, &first) : -1;
                 checked++;
@@ -203,8 +198,6 @@ int main()
                            ktune_dtype_name(dtype), (long long)p.rows, (long long)p.n,
                            (long long)p.k, (long long)p.groups, ktune_status_string(st), bad);
                 }
-                CHECK(cudaGraphExecDestroy(exec));
-                CHECK(cudaGraphDestroy(graph));
                 CHECK(cudaStreamDestroy(s));
                 problem_free(p);
             }

@@ -211,16 +211,10 @@ int main()
             }
             /* the public entry point, captured in a graph and replayed */
             cudaStream_t s;
-            cudaGraph_t graph;
-            cudaGraphExec_t exec;
             CHECK(cudaStreamCreate(&s));
             CHECK(cudaMemset(p.out, 0xff, (size_t)p.elems * 2));
-            CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-            const ktune_status st = ktune_qkattn(&a, s);
-            CHECK(cudaStreamEndCapture(s, &graph));
-            CHECK(cudaGraphInstantiate(&exec, graph, 0));
-            CHECK(cudaGraphLaunch(exec, s));
-            CHECK(cudaStreamSynchronize(s));
+            const ktune_status st =
+                replay_in_graph(s, [&](cudaStream_t gs) { return ktune_qkattn(&a, gs); });
             const accuracy acc = st == KTUNE_OK ? check_output(p) : accuracy{-1, 0, 1};
             checked++;
             if (st != KTUNE_OK || !acc.ok()) {
@@ -229,8 +223,6 @@ int main()
                        "%.5f\n",
                        ci, ktune_status_string(st), acc.cosine, acc.rel_l1);
             }
-            CHECK(cudaGraphExecDestroy(exec));
-            CHECK(cudaGraphDestroy(graph));
             CHECK(cudaStreamDestroy(s));
 
             if (ci == 0 && outliers == 0) {

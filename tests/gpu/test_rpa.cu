@@ -268,18 +268,12 @@ int main()
         /* the public entry point, captured in a graph and replayed, with the case's leading
          * decoding sequences named (two parts where they are some of the sequences) */
         cudaStream_t s;
-        cudaGraph_t graph;
-        cudaGraphExec_t exec;
         CHECK(cudaStreamCreate(&s));
         CHECK(cudaMemset(p.out, 0xff, p.ref.size() * 2));
         ktune_rpa_problem a = api_of(p, true);
         a.decode_seqs = p.c.decode_first;
-        CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-        const ktune_status st = ktune_rpa(&a, s);
-        CHECK(cudaStreamEndCapture(s, &graph));
-        CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        CHECK(cudaGraphLaunch(exec, s));
-        CHECK(cudaStreamSynchronize(s));
+        const ktune_status st =
+            replay_in_graph(s, [&](cudaStream_t gs) { return ktune_rpa(&a, gs); });
         int64_t first;
         const long long bad = st == KTUNE_OK ? check_output(p, &first) : -1;
         checked++;
@@ -288,8 +282,6 @@ int main()
             printf("FAIL ktune_rpa case %zu (decode_seqs %d) in a graph: %s, %lld wrong\n", ci,
                    p.c.decode_first, ktune_status_string(st), bad);
         }
-        CHECK(cudaGraphExecDestroy(exec));
-        CHECK(cudaGraphDestroy(graph));
         CHECK(cudaStreamDestroy(s));
 
         if (ci == 1) {
