@@ -113,6 +113,49 @@ __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], uint64_t da, uin
 #endif
 }
 
+/* d (64 x N, fp32) += a (64 x 16, in registers) * b (N x 16, descriptor db)^T: A0..A3 are the
+ * operand numbers of a's four registers, B of db, S of the scale-d flag (always 1). */
+#define KTUNE_WGMMA_RA_(N, TY, A0, A1, A2, A3, B, S)                                               \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #S ", 0;\n"                                  \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" KTUNE_WGMMA_R##N \
+                 "}, {%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #B ", p, 1, 1, 0;\n}\n"         \
+                 : KTUNE_WGMMA_D##N                                                                \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1))
+
+/* One warpgroup's d (64 x N) += a b^T over a 16-wide k step, a from registers: warp w of the
+ * warpgroup holds rows 16 w .. 16 w + 15 of a as mma.sync's m16n8k16 A fragment (thread t: rows
+ * t / 4 and t / 4 + 8, k 2 (t % 4) and the next in a[0] and a[1], 8 further in a[2] and a[3]);
+ * b K-major in shared memory as in wgmma_m64k16; d as there. The multiply reads a after it is
+ * issued: a's registers keep their values until the wgmma_wait that retires it. */
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_m64k16_ra(float (&d)[N / 2], const uint32_t (&a)[4],
+                                                uint64_t db)
+{
+#ifdef KTUNE_WGMMA_DEVICE
+    constexpr bool bf16 = std::is_same<T, __nv_bfloat16>::value;
+    if constexpr (N == 64) {
+        if constexpr (bf16)
+            KTUNE_WGMMA_RA_(64, "bf16", 32, 33, 34, 35, 36, 37);
+        else
+            KTUNE_WGMMA_RA_(64, "f16", 32, 33, 34, 35, 36, 37);
+    } else if constexpr (N == 128) {
+        if constexpr (bf16)
+            KTUNE_WGMMA_RA_(128, "bf16", 64, 65, 66, 67, 68, 69);
+        else
+            KTUNE_WGMMA_RA_(128, "f16", 64, 65, 66, 67, 68, 69);
+    } else {
+        static_assert(N == 256, "N of 64, 128 or 256");
+        if constexpr (bf16)
+            KTUNE_WGMMA_RA_(256, "bf16", 128, 129, 130, 131, 132, 133);
+        else
+            KTUNE_WGMMA_RA_(256, "f16", 128, 129, 130, 131, 132, 133);
+    }
+#else
+    (void)d, (void)a, (void)db;
+#endif
+}
+
+#undef KTUNE_WGMMA_RA_
 #undef KTUNE_WGMMA_
 #undef KTUNE_WGMMA_D256
 #undef KTUNE_WGMMA_D128

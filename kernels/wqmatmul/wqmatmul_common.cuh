@@ -225,6 +225,50 @@ __device__ __forceinline__ void dequant_unit(const uint32_t (&q)[B], const unit_
     }
 }
 
+/* A quarter of a unit, dequantized: pairs t, t + 4, t + 8 and t + 12 (pair p holding values 2p
+ * and 2p + 1, as in dequant_unit, with the same arithmetic) into out[0..3], for t of 0..3. Lane t of
+ * a quad so holds values 2t, 2t + 1, 2t + 8 and 2t + 9 of each 16 of the unit, its part of an
+ * m16n8k16 A fragment with k in order. s2 and z2 are unit_scale's; for bf16 with 8 bits z2 holds the
+ * bits of unit_scale's zf instead (the fp32 path subtracts that). */
+template <int B, typename T>
+__device__ __forceinline__ void dequant_quarter(const uint32_t (&q)[B], uint32_t s2, uint32_t z2,
+                                                int t, uint32_t (&out)[4])
+{
+    constexpr uint32_t magic = std::is_same<T, __half>::value ? 0x64006400u : 0x43004300u;
+    if constexpr (B == 8 && std::is_same<T, __nv_bfloat16>::value) {
+        const float s = __uint_as_float(s2 << 16), zf = __uint_as_float(z2);
+        const uint32_t sel = 0x4550u + 2 * (t & 1);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint32_t word = (t >> 1) ? q[2 * j + 1] : q[2 * j];
+            const float x = __uint_as_float(__byte_perm(word, 0x4bu, sel)) - zf;
+            const float y = __uint_as_float(__byte_perm(word, 0x4bu, sel + 1)) - zf;
+            const __nv_bfloat162 v = __floats2bfloat162_rn(x * s, y * s);
+            memcpy(&out[j], &v, 4);
+        }
+    } else if constexpr (B == 8) {
+        const uint32_t sel = (t & 1) ? 0x4342u : 0x4140u;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint32_t word = (t >> 1) ? q[2 * j + 1] : q[2 * j];
+            out[j] = sub_mul<T>(__byte_perm(word, 0x64646464u, sel), z2, s2);
+        }
+    } else if constexpr (B == 4) {
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            out[j] = sub_mul<T>(((q[j] >> (4 * t)) & 0x000f000fu) | magic, z2, s2);
+    } else {
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int p = t + 4 * (j & 1); /* pair t + 4 j is pair p of word j / 2 */
+            uint32_t biased = ((q[j >> 1] >> (2 * p)) & 0x00030003u) | magic;
+            if constexpr (B == 3)
+                biased |= ((q[2] >> (t + 4 * j)) & 0x00010001u) << 2;
+            out[j] = sub_mul<T>(biased, z2, s2);
+        }
+    }
+}
+
 /* Runs Launcher::run<T, B> for the activations' dtype and the weight's bits. */
 template <typename Launcher>
 cudaError_t dispatch(const void *a, const ktune_qweight *w, void *c, int64_t m, int64_t n, int64_t k,

@@ -1,0 +1,305 @@
+/* The wgmma variant (sm_90a): many rows of activations on Hopper's warpgroup multiplies, the weight
+ * dequantized in registers as the multiplies' A operand.
+ *
+ * A block computes C^T tiles: BN = 64 * FM * CONSUMERS rows of W (columns of C) by BM rows of A
+ * (the multiplies' N), persistent over the tiles in grouped order. Warpgroup 0 is the producer:
+ * one thread issues TMA copies of a 128-wide k slab into a STAGES-deep ring of shared memory (BM
+ * rows of A as two 64-wide tiles in TMA's 128-byte swizzle, the K-major B operand of wgmma; the
+ * packed units of the BN rows of W as TMA lays them, row after row), and the other three warps
+ * take turns over the slabs writing each unit's scale and zero point (as the pairs dequantization
+ * takes them) for the BN rows into the stage; both complete the stage's "full" barrier. Each
+ * consumer warpgroup owns FM 64-row pieces of W: for each unit (32 k) lane (g, t) of warp w reads
+ * the packed words of rows 16 w + g and 16 w + g + 8 of a piece and dequantizes the quarter of
+ * them that is its A fragment (dequant_quarter: values 2t, 2t + 1, 2t + 8, 2t + 9 of each 16),
+ * then issues the unit's two k16 multiplies with A from registers, keeping one unit's multiplies
+ * in flight while it dequantizes the next; a stage is freed once its last multiplies are done.
+ * The weight so never passes through shared memory as 16-bit values, and the activations are read
+ * by the tensor cores from where TMA put them.
+ *
+ * The accumulators hold C^T: thread (g, t) of warp w has columns 16 w + g and 16 w + g + 8 of C
+ * for rows 8 j + 2t and 8 j + 2t + 1; neighbouring lanes swap a value so that each stores two
+ * adjacent columns of one row at once.
+ *
+ * Tails: TMA fills what lies past m, n and k with zeros; a unit past k dequantizes the zeros with
+ * the row's last scale against activations that are zeros there; rows past n take row n - 1's
+ * scales and are not stored. TMA needs 16-byte aligned rows and bases (k a multiple of 8 for A,
+ * packed rows of a multiple of 16 bytes, the 3-bit second plane 16-byte aligned): a call where a
+ * map cannot be made runs the family's default config instead. */
+#pragma once
+
+#include "../matmul/matmul_wgmma.cuh"
+#include "launch.cuh"
+#include "wqmatmul_common.cuh"
+#include "wqmatmul_large.cuh"
+
+namespace ktune_wqmatmul_impl {
+
+constexpr int WQ_SLAB_UNITS = 4; /* a stage: 128 k */
+
+template <typename T, int B, int BM, int FM, int CONSUMERS, int STAGES> struct wgmma_shape {
+    static constexpr int BN = 64 * FM * CONSUMERS; /* rows of W a tile */
+    static constexpr int THREADS = (CONSUMERS + 1) * 128;
+    static constexpr int P0 = unit_words<B>::P0, P1 = unit_words<B>::P1;
+    static constexpr int A_HALF = BM * 128;                  /* BM rows of 64 k */
+    static constexpr int A_BYTES = 2 * A_HALF;               /* the slab's 128 k */
+    static constexpr int W0_BYTES = BN * WQ_SLAB_UNITS * P0 * 4; /* the units' first planes */
+    static constexpr int W1_BYTES = BN * WQ_SLAB_UNITS * P1 * 4; /* 3 bits: the second plane */
+    static constexpr int SC_BYTES = BN * WQ_SLAB_UNITS * 8;  /* a uint2 a unit of a row */
+    static constexpr int STAGE = A_BYTES + W0_BYTES + W1_BYTES + SC_BYTES;
+    /* the ring, two barriers a stage, and slack to align the ring to 1024 bytes */
+    static constexpr size_t SMEM = (size_t)STAGES * STAGE + STAGES * 16 + 1024;
+    static_assert(BM == 64 || BM == 128 || BM == 256, "the multiplies' N");
+    static_assert(FM * BM / 2 <= 128, "at most 128 accumulators a thread");
+    static_assert(STAGE % 1024 == 0, "each stage's A tiles 1024-byte aligned");
+};
+
+/* The scale and zero point of a unit as dequant_quarter takes them (see there). */
+template <int B, typename T> __device__ __forceinline__ uint2 scale_entry(const raw_scale<T> &raw)
+{
+    const unit_scale<T> sc = scale_of(raw);
+    if constexpr (B == 8 && std::is_same<T, __nv_bfloat16>::value)
+        return make_uint2(sc.s2, __float_as_uint(sc.zf));
+    else
+        return make_uint2(sc.s2, sc.z2);
+}
+
+template <typename T, int B, int BM, int FM, int CONSUMERS, int STAGES>
+__global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
+    wq_wgmma_kernel(const __grid_constant__ CUtensorMap map_a,
+                    const __grid_constant__ CUtensorMap map_w0,
+                    const __grid_constant__ CUtensorMap map_w1, qweight_view<T> w,
+                    T *__restrict__ c, int m, int n, bool pairs)
+{
+#ifdef KTUNE_WGMMA_DEVICE
+    using namespace ktune_matmul_impl;
+    using S = wgmma_shape<T, B, BM, FM, CONSUMERS, STAGES>;
+    constexpr int BN = S::BN, P0 = S::P0, P1 = S::P1;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char *const ring = smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024;
+    uint64_t *const full = reinterpret_cast<uint64_t *>(ring + STAGES * S::STAGE);
+    uint64_t *const empty = full + STAGES;
+    const int units = (int)w.units, slabs = (units + WQ_SLAB_UNITS - 1) / WQ_SLAB_UNITS;
+    const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN, tiles = tiles_m * tiles_n;
+    const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
+
+    /* full: the TMA thread's arrival (with the bytes) and the 32 lanes of the scales' warp */
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            barrier_init(&full[s], 33);
+            barrier_init(&empty[s], CONSUMERS);
+        }
+        barrier_init_fence();
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) {
+        if constexpr (CONSUMERS > 1)
+            registers_lower<56>();
+        const int warp = tid / 32, lane = tid % 32;
+        int s = 0, phase = 0, slab = 0; /* slab counts every slab of every tile of this block */
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+            int tm, tn;
+            grouped_tile(tile, tiles_m, tiles_n, tm, tn);
+            const int m0 = tm * BM, n0 = tn * BN;
+            for (int kt = 0; kt < slabs; kt++, slab++) {
+                unsigned char *const st = ring + s * S::STAGE;
+                if (warp == 0 && lane == 0) {
+                    barrier_wait(&empty[s], phase ^ 1);
+                    barrier_expect(&full[s], S::A_BYTES + S::W0_BYTES + S::W1_BYTES);
+                    tma_load(st, &map_a, kt * 128, m0, &full[s]);
+                    tma_load(st + S::A_HALF, &map_a, kt * 128 + 64, m0, &full[s]);
+                    tma_load(st + S::A_BYTES, &map_w0, kt * WQ_SLAB_UNITS * P0, n0, &full[s]);
+                    if constexpr (P1 > 0)
+                        tma_load(st + S::A_BYTES + S::W0_BYTES, &map_w1, kt * WQ_SLAB_UNITS * P1,
+                                 n0, &full[s]);
+                } else if (warp > 0 && slab % 3 == warp - 1) {
+                    barrier_wait(&empty[s], phase ^ 1);
+                    uint2 *const out =
+                        reinterpret_cast<uint2 *>(st + S::A_BYTES + S::W0_BYTES + S::W1_BYTES);
+                    constexpr int BATCH = 8, ITEMS = BN * WQ_SLAB_UNITS / 32;
+#pragma unroll 1
+                    for (int b = 0; b < ITEMS; b += BATCH) {
+                        raw_scale<T> raw[BATCH];
+#pragma unroll
+                        for (int i = 0; i < BATCH; i++) {
+                            const int e = (b + i) * 32 + lane, uu = e / BN, r = e % BN;
+                            raw[i] = load_scale<B>(w, min(n0 + r, n - 1),
+                                                   min(kt * WQ_SLAB_UNITS + uu, units - 1));
+                        }
+#pragma unroll
+                        for (int i = 0; i < BATCH; i++)
+                            out[(b + i) * 32 + lane] = scale_entry<B, T>(raw[i]);
+                    }
+                    barrier_arrive(&full[s]);
+                }
+                ring_next<STAGES>(s, phase);
+            }
+        }
+        return; /* the consumers wait for every copy and entry this warpgroup made */
+    }
+
+    if constexpr (CONSUMERS > 1)
+        registers_raise<224>();
+    const int consumer = warpgroup - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    float d[FM][BM / 2];
+    int s = 0, phase = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int tm, tn;
+        grouped_tile(tile, tiles_m, tiles_n, tm, tn);
+#pragma unroll
+        for (int f = 0; f < FM; f++)
+#pragma unroll
+            for (int i = 0; i < BM / 2; i++)
+                d[f][i] = 0.f;
+        int released = -1; /* the stage whose last multiplies may still be in flight */
+        for (int kt = 0; kt < slabs; kt++) {
+            barrier_wait(&full[s], phase);
+            const unsigned char *const st = ring + s * S::STAGE;
+            const uint2 *const entries =
+                reinterpret_cast<const uint2 *>(st + S::A_BYTES + S::W0_BYTES + S::W1_BYTES);
+            const uint32_t a_tile = smem_addr(st);
+#pragma unroll
+            for (int uu = 0; uu < WQ_SLAB_UNITS; uu++) {
+                uint32_t frag[FM][2][4];
+#pragma unroll
+                for (int f = 0; f < FM; f++) {
+                    uint32_t pairs_of[2][4];
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const int r = (consumer * FM + f) * 64 + warp * 16 + g + 8 * h;
+                        const unsigned char *w0 = st + S::A_BYTES + (r * WQ_SLAB_UNITS + uu) * P0 * 4;
+                        uint32_t q[B];
+                        if constexpr (P0 == 2) {
+                            const uint2 v = *reinterpret_cast<const uint2 *>(w0);
+                            q[0] = v.x, q[1] = v.y;
+                        } else {
+#pragma unroll
+                            for (int i = 0; i < P0; i += 4) {
+                                const uint4 v = *reinterpret_cast<const uint4 *>(w0 + 4 * i);
+                                q[i] = v.x, q[i + 1] = v.y, q[i + 2] = v.z, q[i + 3] = v.w;
+                            }
+                        }
+                        if constexpr (P1 > 0)
+                            q[2] = *reinterpret_cast<const uint32_t *>(
+                                st + S::A_BYTES + S::W0_BYTES + (r * WQ_SLAB_UNITS + uu) * 4);
+                        const uint2 e = entries[uu * BN + r];
+                        dequant_quarter<B, T>(q, e.x, e.y, t, pairs_of[h]);
+                    }
+#pragma unroll
+                    for (int step = 0; step < 2; step++) {
+                        frag[f][step][0] = pairs_of[0][2 * step];
+                        frag[f][step][1] = pairs_of[1][2 * step];
+                        frag[f][step][2] = pairs_of[0][2 * step + 1];
+                        frag[f][step][3] = pairs_of[1][2 * step + 1];
+                    }
+                }
+#pragma unroll
+                for (int f = 0; f < FM; f++)
+                    wgmma_fence_registers(d[f]);
+                wgmma_fence();
+#pragma unroll
+                for (int step = 0; step < 2; step++)
+#pragma unroll
+                    for (int f = 0; f < FM; f++)
+                        wgmma_m64k16_ra<T, BM>(
+                            d[f], frag[f][step],
+                            wgmma_desc(a_tile + (uu / 2) * S::A_HALF + (uu % 2) * 64 + step * 32));
+                wgmma_commit();
+#pragma unroll
+                for (int f = 0; f < FM; f++)
+                    wgmma_fence_registers(d[f]);
+                wgmma_wait<1>();
+                /* the previous slab's last multiplies are done: its stage can be refilled */
+                if (uu == 0 && released >= 0 && tid == 0)
+                    barrier_arrive(&empty[released]);
+            }
+            released = s;
+            ring_next<STAGES>(s, phase);
+        }
+        wgmma_wait<0>();
+#pragma unroll
+        for (int f = 0; f < FM; f++)
+            wgmma_fence_registers(d[f]);
+        if (tid == 0)
+            barrier_arrive(&empty[released]);
+
+        /* C[row][col .. col + 1] from two lanes' values: lanes of even g store row 8 j + 2t,
+         * those of odd g row 8 j + 2t + 1, each with its neighbour's (lane ^ 4) value */
+        const int64_t row0 = (int64_t)tm * BM + 2 * t;
+        const bool odd = g & 1;
+#pragma unroll
+        for (int f = 0; f < FM; f++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int64_t col = (int64_t)tn * BN + (consumer * FM + f) * 64 + warp * 16 +
+                                    8 * h + (g & ~1);
+#pragma unroll
+                for (int j = 0; j < BM / 8; j++) {
+                    const float mine0 = d[f][4 * j + 2 * h], mine1 = d[f][4 * j + 2 * h + 1];
+                    const float theirs = __shfl_xor_sync(0xffffffffu, odd ? mine0 : mine1, 4);
+                    const int64_t row = row0 + 8 * j + (odd ? 1 : 0);
+                    store_pair<T>(c, row, col, m, n, odd ? theirs : mine0, odd ? mine1 : theirs,
+                                  pairs);
+                }
+            }
+    }
+#else
+    (void)map_a, (void)map_w0, (void)map_w1, (void)w, (void)c, (void)m, (void)n, (void)pairs;
+#endif
+}
+
+/* A TMA map of the rows x cols 32-bit words of a packed plane (rows of W), boxes of box_rows x
+ * box_cols words as they lie, no swizzle. False where TMA cannot address it. */
+inline bool words_map(CUtensorMap *map, const void *base, int64_t rows, int64_t cols, int box_cols,
+                      int box_rows)
+{
+    const PFN_cuTensorMapEncodeTiled_v12000 encode = ktune_matmul_impl::tensor_map_encoder();
+    if (!encode || (uintptr_t)base % 16 != 0 || cols * 4 % 16 != 0)
+        return false;
+    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+    const cuuint64_t strides[1] = {(cuuint64_t)cols * 4};
+    const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
+    const cuuint32_t unit[2] = {1, 1};
+    return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT32, 2, const_cast<void *>(base), dims, strides,
+                  box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* The family's default config for large m (spaces/wqmatmul.yaml), for what TMA cannot load. */
+using wgmma_fallback = large_launcher<64, 128, 2, 4, 3>;
+
+template <int BM, int FM, int CONSUMERS, int STAGES> struct wgmma_launcher {
+    template <typename T, int B>
+    static cudaError_t run(const void *a, const ktune_qweight &w, void *c, int64_t m, int64_t n,
+                           int64_t k, cudaStream_t s)
+    {
+        if (!KTUNE_SM90A) /* the kernel has no code in this build */
+            return cudaErrorNotSupported;
+        using S = wgmma_shape<T, B, BM, FM, CONSUMERS, STAGES>;
+        const int64_t tiles = ((m + BM - 1) / BM) * ((n + S::BN - 1) / S::BN);
+        if (tiles > INT32_MAX)
+            return cudaErrorInvalidValue;
+        const qweight_view<T> v = view_of<T>(w, n, k);
+        CUtensorMap map_a, map_w0, map_w1;
+        if (!ktune_matmul_impl::tensor_map<T>(&map_a, a, m, k, BM) ||
+            !words_map(&map_w0, v.plane0, n, v.units * S::P0, WQ_SLAB_UNITS * S::P0, S::BN) ||
+            (S::P1 > 0 &&
+             !words_map(&map_w1, v.plane1, n, v.units * S::P1, WQ_SLAB_UNITS * S::P1, S::BN)))
+            return wgmma_fallback::run<T, B>(a, w, c, m, n, k, s);
+        if (S::P1 == 0)
+            map_w1 = map_w0; /* unused */
+        constexpr auto kernel = wq_wgmma_kernel<T, B, BM, FM, CONSUMERS, STAGES>;
+        const dim3 block(S::THREADS);
+        unsigned grid;
+        const cudaError_t e =
+            ktune_launch::persistent_grid<kernel>(block, dim3(1, 1, 1), S::SMEM, tiles, &grid);
+        if (e != cudaSuccess)
+            return e;
+        const bool pairs = n % 2 == 0 && (uintptr_t)c % 4 == 0;
+        return ktune_launch::launch(kernel, dim3(grid), block, dim3(1, 1, 1), S::SMEM, s, map_a,
+                                    map_w0, map_w1, v, (T *)c, (int)m, (int)n, pairs);
+    }
+};
+
+} // namespace ktune_wqmatmul_impl
