@@ -6,8 +6,11 @@
  * one thread issues TMA copies of a 128-wide k slab into a STAGES-deep ring of shared memory (BM
  * rows of A as two 64-wide tiles in TMA's 128-byte swizzle, the K-major B operand of wgmma; the
  * packed units of the BN rows of W as TMA lays them, row after row), and the other three warps
- * take turns over the slabs writing each unit's scale and zero point (as the pairs dequantization
- * takes them) for the BN rows into the stage; both complete the stage's "full" barrier. Each
+ * write each unit's scale and zero point (as the pairs dequantization takes them) for the BN rows
+ * into the stage, a warp the stages s with s % 3 its own (so that one warp fills a stage every
+ * time, in order, and never waits for a phase of its "empty" barrier two ahead of the last one
+ * completed, which the barrier's parity could not tell apart); both complete the stage's "full"
+ * barrier. Each
  * consumer warpgroup owns FM 64-row pieces of W: for each unit (32 k) lane (g, t) of warp w reads
  * the packed words of rows 16 w + g and 16 w + g + 8 of a piece and dequantizes the quarter of
  * them that is its A fragment (dequant_quarter: values 2t, 2t + 1, 2t + 8, 2t + 9 of each 16),
@@ -96,12 +99,12 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         if constexpr (CONSUMERS > 1)
             registers_lower<56>();
         const int warp = tid / 32, lane = tid % 32;
-        int s = 0, phase = 0, slab = 0; /* slab counts every slab of every tile of this block */
+        int s = 0, phase = 0;
         for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
             int tm, tn;
             grouped_tile(tile, tiles_m, tiles_n, tm, tn);
             const int m0 = tm * BM, n0 = tn * BN;
-            for (int kt = 0; kt < slabs; kt++, slab++) {
+            for (int kt = 0; kt < slabs; kt++) {
                 unsigned char *const st = ring + s * S::STAGE;
                 if (warp == 0 && lane == 0) {
                     barrier_wait(&empty[s], phase ^ 1);
@@ -112,7 +115,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                     if constexpr (P1 > 0)
                         tma_load(st + S::A_BYTES + S::W0_BYTES, &map_w1, kt * WQ_SLAB_UNITS * P1,
                                  n0, &full[s]);
-                } else if (warp > 0 && slab % 3 == warp - 1) {
+                } else if (warp > 0 && s % 3 == warp - 1) {
                     barrier_wait(&empty[s], phase ^ 1);
                     uint2 *const out =
                         reinterpret_cast<uint2 *>(st + S::A_BYTES + S::W0_BYTES + S::W1_BYTES);
