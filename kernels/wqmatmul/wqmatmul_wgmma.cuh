@@ -54,6 +54,17 @@ template <typename T, int B, int BM, int FM, int CONSUMERS, int STAGES> struct w
     static_assert(BM == 64 || BM == 128 || BM == 256, "the multiplies' N");
     static_assert(FM * BM / 2 <= 128, "at most 128 accumulators a thread");
     static_assert(STAGE % 1024 == 0, "each stage's A tiles 1024-byte aligned");
+    /* Units a consumer dequantizes before it issues their multiplies as one group (one group in
+     * flight while it dequantizes the next): the most of 4, 2, 1 whose fragments (8 registers a
+     * unit and piece, 16 with 8 bits, whose packed words the compiler loads ahead too) fit beside
+     * the accumulators and about 40 others in what ptxas gives a thread (168 with two
+     * consumers). Small tiles then keep a whole slab of multiplies in flight, large ones their
+     * accumulators out of local memory. */
+    static constexpr int REGISTERS = CONSUMERS == 1 ? 255 : 168, ACC = FM * BM / 2;
+    static constexpr int UNIT = FM * (B == 8 ? 16 : 8);
+    static constexpr int UG = ACC + 4 * UNIT + 40 <= REGISTERS   ? 4
+                              : ACC + 2 * UNIT + 40 <= REGISTERS ? 2
+                                                                 : 1;
 };
 
 /* The scale and zero point of a unit as dequant_quarter takes them (see there). */
@@ -76,7 +87,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 #ifdef KTUNE_WGMMA_DEVICE
     using namespace ktune_matmul_impl;
     using S = wgmma_shape<T, B, BM, FM, CONSUMERS, STAGES>;
-    constexpr int BN = S::BN, P0 = S::P0, P1 = S::P1;
+    constexpr int BN = S::BN, P0 = S::P0, P1 = S::P1, UG = S::UG;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char *const ring = smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024;
     uint64_t *const full = reinterpret_cast<uint64_t *>(ring + STAGES * S::STAGE);
@@ -119,19 +130,24 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                     barrier_wait(&empty[s], phase ^ 1);
                     uint2 *const out =
                         reinterpret_cast<uint2 *>(st + S::A_BYTES + S::W0_BYTES + S::W1_BYTES);
-                    constexpr int BATCH = 8, ITEMS = BN * WQ_SLAB_UNITS / 32;
-#pragma unroll 1
-                    for (int b = 0; b < ITEMS; b += BATCH) {
-                        raw_scale<T> raw[BATCH];
+                    /* a lane's rows r = lane + 32 i; a unit's group is read once, the units
+                     * of the slab that share it take the same entry */
+                    constexpr int ROWS = BN / 32;
+                    const int u0 = kt * WQ_SLAB_UNITS;
+                    raw_scale<T> raw[ROWS];
 #pragma unroll
-                        for (int i = 0; i < BATCH; i++) {
-                            const int e = (b + i) * 32 + lane, uu = e / BN, r = e % BN;
-                            raw[i] = load_scale<B>(w, min(n0 + r, n - 1),
-                                                   min(kt * WQ_SLAB_UNITS + uu, units - 1));
-                        }
+                    for (int i = 0; i < ROWS; i++)
+                        raw[i] = load_scale<B>(w, min(n0 + lane + 32 * i, n - 1), min(u0, units - 1));
 #pragma unroll
-                        for (int i = 0; i < BATCH; i++)
-                            out[(b + i) * 32 + lane] = scale_entry<B, T>(raw[i]);
+                    for (int uu = 0; uu < WQ_SLAB_UNITS; uu++) {
+                        const int u = min(u0 + uu, units - 1);
+                        if (uu > 0 && u / w.group_units != min(u0 + uu - 1, units - 1) / w.group_units)
+#pragma unroll
+                            for (int i = 0; i < ROWS; i++)
+                                raw[i] = load_scale<B>(w, min(n0 + lane + 32 * i, n - 1), u);
+#pragma unroll
+                        for (int i = 0; i < ROWS; i++)
+                            out[uu * BN + lane + 32 * i] = scale_entry<B, T>(raw[i]);
                     }
                     barrier_arrive(&full[s]);
                 }
@@ -162,58 +178,66 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                 reinterpret_cast<const uint2 *>(st + S::A_BYTES + S::W0_BYTES + S::W1_BYTES);
             const uint32_t a_tile = smem_addr(st);
 #pragma unroll
-            for (int uu = 0; uu < WQ_SLAB_UNITS; uu++) {
-                uint32_t frag[FM][2][4];
+            for (int u0 = 0; u0 < WQ_SLAB_UNITS; u0 += UG) {
+                uint32_t frag[UG][FM][2][4];
 #pragma unroll
-                for (int f = 0; f < FM; f++) {
-                    uint32_t pairs_of[2][4];
+                for (int ug = 0; ug < UG; ug++)
 #pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const int r = (consumer * FM + f) * 64 + warp * 16 + g + 8 * h;
-                        const unsigned char *w0 = st + S::A_BYTES + (r * WQ_SLAB_UNITS + uu) * P0 * 4;
-                        uint32_t q[B];
-                        if constexpr (P0 == 2) {
-                            const uint2 v = *reinterpret_cast<const uint2 *>(w0);
-                            q[0] = v.x, q[1] = v.y;
-                        } else {
+                    for (int f = 0; f < FM; f++) {
+                        const int uu = u0 + ug;
+                        uint32_t pairs_of[2][4];
 #pragma unroll
-                            for (int i = 0; i < P0; i += 4) {
-                                const uint4 v = *reinterpret_cast<const uint4 *>(w0 + 4 * i);
-                                q[i] = v.x, q[i + 1] = v.y, q[i + 2] = v.z, q[i + 3] = v.w;
+                        for (int h = 0; h < 2; h++) {
+                            const int r = (consumer * FM + f) * 64 + warp * 16 + g + 8 * h;
+                            const unsigned char *w0 =
+                                st + S::A_BYTES + (r * WQ_SLAB_UNITS + uu) * P0 * 4;
+                            uint32_t q[B];
+                            if constexpr (P0 == 2) {
+                                const uint2 v = *reinterpret_cast<const uint2 *>(w0);
+                                q[0] = v.x, q[1] = v.y;
+                            } else {
+#pragma unroll
+                                for (int i = 0; i < P0; i += 4) {
+                                    const uint4 v = *reinterpret_cast<const uint4 *>(w0 + 4 * i);
+                                    q[i] = v.x, q[i + 1] = v.y, q[i + 2] = v.z, q[i + 3] = v.w;
+                                }
                             }
+                            if constexpr (P1 > 0)
+                                q[2] = *reinterpret_cast<const uint32_t *>(
+                                    st + S::A_BYTES + S::W0_BYTES + (r * WQ_SLAB_UNITS + uu) * 4);
+                            const uint2 e = entries[uu * BN + r];
+                            dequant_quarter<B, T>(q, e.x, e.y, t, pairs_of[h]);
                         }
-                        if constexpr (P1 > 0)
-                            q[2] = *reinterpret_cast<const uint32_t *>(
-                                st + S::A_BYTES + S::W0_BYTES + (r * WQ_SLAB_UNITS + uu) * 4);
-                        const uint2 e = entries[uu * BN + r];
-                        dequant_quarter<B, T>(q, e.x, e.y, t, pairs_of[h]);
-                    }
 #pragma unroll
-                    for (int step = 0; step < 2; step++) {
-                        frag[f][step][0] = pairs_of[0][2 * step];
-                        frag[f][step][1] = pairs_of[1][2 * step];
-                        frag[f][step][2] = pairs_of[0][2 * step + 1];
-                        frag[f][step][3] = pairs_of[1][2 * step + 1];
+                        for (int step = 0; step < 2; step++) {
+                            frag[ug][f][step][0] = pairs_of[0][2 * step];
+                            frag[ug][f][step][1] = pairs_of[1][2 * step];
+                            frag[ug][f][step][2] = pairs_of[0][2 * step + 1];
+                            frag[ug][f][step][3] = pairs_of[1][2 * step + 1];
+                        }
                     }
-                }
 #pragma unroll
                 for (int f = 0; f < FM; f++)
                     wgmma_fence_registers(d[f]);
                 wgmma_fence();
 #pragma unroll
-                for (int step = 0; step < 2; step++)
+                for (int ug = 0; ug < UG; ug++)
 #pragma unroll
-                    for (int f = 0; f < FM; f++)
-                        wgmma_m64k16_ra<T, BM>(
-                            d[f], frag[f][step],
-                            wgmma_desc(a_tile + (uu / 2) * S::A_HALF + (uu % 2) * 64 + step * 32));
+                    for (int step = 0; step < 2; step++)
+#pragma unroll
+                        for (int f = 0; f < FM; f++) {
+                            const int uu = u0 + ug;
+                            wgmma_m64k16_ra<T, BM>(d[f], frag[ug][f][step],
+                                                   wgmma_desc(a_tile + (uu / 2) * S::A_HALF +
+                                                              (uu % 2) * 64 + step * 32));
+                        }
                 wgmma_commit();
 #pragma unroll
                 for (int f = 0; f < FM; f++)
                     wgmma_fence_registers(d[f]);
                 wgmma_wait<1>();
                 /* the previous slab's last multiplies are done: its stage can be refilled */
-                if (uu == 0 && released >= 0 && tid == 0)
+                if (u0 == 0 && released >= 0 && tid == 0)
                     barrier_arrive(&empty[released]);
             }
             released = s;
