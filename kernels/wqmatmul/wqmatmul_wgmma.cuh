@@ -55,16 +55,16 @@ template <typename T, int B, int BM, int FM, int CONSUMERS, int STAGES> struct w
     static_assert(FM * BM / 2 <= 128, "at most 128 accumulators a thread");
     static_assert(STAGE % 1024 == 0, "each stage's A tiles 1024-byte aligned");
     /* Units a consumer dequantizes before it issues their multiplies as one group (one group in
-     * flight while it dequantizes the next): the most of 4, 2, 1 whose fragments (8 registers a
-     * unit and piece, 16 with 8 bits, whose packed words the compiler loads ahead too) fit beside
+     * flight while it dequantizes the next): the most of 4, 2, 1 whose fragments, twice (8
+     * registers a unit and piece, 16 with 8 bits, whose packed words the compiler loads ahead too), fit beside
      * the accumulators and about 40 others in what ptxas gives a thread (168 with two
      * consumers). Small tiles then keep a whole slab of multiplies in flight, large ones their
      * accumulators out of local memory. */
     static constexpr int REGISTERS = CONSUMERS == 1 ? 255 : 168, ACC = FM * BM / 2;
     static constexpr int UNIT = FM * (B == 8 ? 16 : 8);
-    static constexpr int UG = ACC + 4 * UNIT + 40 <= REGISTERS   ? 4
-                              : ACC + 2 * UNIT + 40 <= REGISTERS ? 2
-                                                                 : 1;
+    static constexpr int UG = ACC + 2 * 4 * UNIT + 40 <= REGISTERS   ? 4
+                              : ACC + 2 * 2 * UNIT + 40 <= REGISTERS ? 2
+                                                                     : 1;
 };
 
 /* The scale and zero point of a unit as dequant_quarter takes them (see there). */
@@ -75,6 +75,21 @@ template <int B, typename T> __device__ __forceinline__ uint2 scale_entry(const 
         return make_uint2(sc.s2, __float_as_uint(sc.zf));
     else
         return make_uint2(sc.s2, sc.z2);
+}
+
+/* Makes the compiler hold f's values in their registers up to here (an empty asm that reads
+ * each), so that it gives none of them to other values before. */
+template <int UG, int FM> __device__ __forceinline__ void keep_registers(uint32_t (&f)[UG][FM][2][4])
+{
+#pragma unroll
+    for (int u = 0; u < UG; u++)
+#pragma unroll
+        for (int i = 0; i < FM; i++)
+#pragma unroll
+            for (int step = 0; step < 2; step++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    asm volatile("" ::"r"(f[u][i][step][j]));
 }
 
 template <typename T, int B, int BM, int FM, int CONSUMERS, int STAGES>
@@ -161,6 +176,11 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         registers_raise<224>();
     const int consumer = warpgroup - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     float d[FM][BM / 2];
+    /* the fragments of the group in flight and of the one being dequantized: groups alternate
+     * between the two, and the in-flight one's registers are kept (keep_registers) until the
+     * wait that retires its multiplies, which read them after they are issued */
+    uint32_t frags[2][UG][FM][2][4] = {};
+    constexpr int GROUPS = WQ_SLAB_UNITS / UG;
     int s = 0, phase = 0;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int tm, tn;
@@ -171,77 +191,85 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             for (int i = 0; i < BM / 2; i++)
                 d[f][i] = 0.f;
         int released = -1; /* the stage whose last multiplies may still be in flight */
-        for (int kt = 0; kt < slabs; kt++) {
-            barrier_wait(&full[s], phase);
-            const unsigned char *const st = ring + s * S::STAGE;
-            const uint2 *const entries =
-                reinterpret_cast<const uint2 *>(st + S::A_BYTES + S::W0_BYTES + S::W1_BYTES);
-            const uint32_t a_tile = smem_addr(st);
+        /* slabs in pairs, so that each group's fragment buffer is known at compile time */
+        for (int kt0 = 0; kt0 < slabs; kt0 += 2) {
 #pragma unroll
-            for (int u0 = 0; u0 < WQ_SLAB_UNITS; u0 += UG) {
-                uint32_t frag[UG][FM][2][4];
+            for (int par = 0; par < 2; par++) {
+                if (kt0 + par >= slabs)
+                    break;
+                barrier_wait(&full[s], phase);
+                const unsigned char *const st = ring + s * S::STAGE;
+                const uint2 *const entries =
+                    reinterpret_cast<const uint2 *>(st + S::A_BYTES + S::W0_BYTES + S::W1_BYTES);
+                const uint32_t a_tile = smem_addr(st);
 #pragma unroll
-                for (int ug = 0; ug < UG; ug++)
+                for (int u0 = 0; u0 < WQ_SLAB_UNITS; u0 += UG) {
+                    uint32_t(&frag)[UG][FM][2][4] = frags[(par * GROUPS + u0 / UG) % 2];
 #pragma unroll
-                    for (int f = 0; f < FM; f++) {
-                        const int uu = u0 + ug;
-                        uint32_t pairs_of[2][4];
-#pragma unroll
-                        for (int h = 0; h < 2; h++) {
-                            const int r = (consumer * FM + f) * 64 + warp * 16 + g + 8 * h;
-                            const unsigned char *w0 =
-                                st + S::A_BYTES + (r * WQ_SLAB_UNITS + uu) * P0 * 4;
-                            uint32_t q[B];
-                            if constexpr (P0 == 2) {
-                                const uint2 v = *reinterpret_cast<const uint2 *>(w0);
-                                q[0] = v.x, q[1] = v.y;
-                            } else {
-#pragma unroll
-                                for (int i = 0; i < P0; i += 4) {
-                                    const uint4 v = *reinterpret_cast<const uint4 *>(w0 + 4 * i);
-                                    q[i] = v.x, q[i + 1] = v.y, q[i + 2] = v.z, q[i + 3] = v.w;
-                                }
-                            }
-                            if constexpr (P1 > 0)
-                                q[2] = *reinterpret_cast<const uint32_t *>(
-                                    st + S::A_BYTES + S::W0_BYTES + (r * WQ_SLAB_UNITS + uu) * 4);
-                            const uint2 e = entries[uu * BN + r];
-                            dequant_quarter<B, T>(q, e.x, e.y, t, pairs_of[h]);
-                        }
-#pragma unroll
-                        for (int step = 0; step < 2; step++) {
-                            frag[ug][f][step][0] = pairs_of[0][2 * step];
-                            frag[ug][f][step][1] = pairs_of[1][2 * step];
-                            frag[ug][f][step][2] = pairs_of[0][2 * step + 1];
-                            frag[ug][f][step][3] = pairs_of[1][2 * step + 1];
-                        }
-                    }
-#pragma unroll
-                for (int f = 0; f < FM; f++)
-                    wgmma_fence_registers(d[f]);
-                wgmma_fence();
-#pragma unroll
-                for (int ug = 0; ug < UG; ug++)
-#pragma unroll
-                    for (int step = 0; step < 2; step++)
+                    for (int ug = 0; ug < UG; ug++)
 #pragma unroll
                         for (int f = 0; f < FM; f++) {
                             const int uu = u0 + ug;
-                            wgmma_m64k16_ra<T, BM>(d[f], frag[ug][f][step],
-                                                   wgmma_desc(a_tile + (uu / 2) * S::A_HALF +
-                                                              (uu % 2) * 64 + step * 32));
-                        }
-                wgmma_commit();
+                            uint32_t pairs_of[2][4];
 #pragma unroll
-                for (int f = 0; f < FM; f++)
-                    wgmma_fence_registers(d[f]);
-                wgmma_wait<1>();
-                /* the previous slab's last multiplies are done: its stage can be refilled */
-                if (u0 == 0 && released >= 0 && tid == 0)
-                    barrier_arrive(&empty[released]);
+                            for (int h = 0; h < 2; h++) {
+                                const int r = (consumer * FM + f) * 64 + warp * 16 + g + 8 * h;
+                                const unsigned char *w0 =
+                                    st + S::A_BYTES + (r * WQ_SLAB_UNITS + uu) * P0 * 4;
+                                uint32_t q[B];
+                                if constexpr (P0 == 2) {
+                                    const uint2 v = *reinterpret_cast<const uint2 *>(w0);
+                                    q[0] = v.x, q[1] = v.y;
+                                } else {
+#pragma unroll
+                                    for (int i = 0; i < P0; i += 4) {
+                                        const uint4 v = *reinterpret_cast<const uint4 *>(w0 + 4 * i);
+                                        q[i] = v.x, q[i + 1] = v.y, q[i + 2] = v.z, q[i + 3] = v.w;
+                                    }
+                                }
+                                if constexpr (P1 > 0)
+                                    q[2] = *reinterpret_cast<const uint32_t *>(
+                                        st + S::A_BYTES + S::W0_BYTES + (r * WQ_SLAB_UNITS + uu) * 4);
+                                const uint2 e = entries[uu * BN + r];
+                                dequant_quarter<B, T>(q, e.x, e.y, t, pairs_of[h]);
+                            }
+#pragma unroll
+                            for (int step = 0; step < 2; step++) {
+                                frag[ug][f][step][0] = pairs_of[0][2 * step];
+                                frag[ug][f][step][1] = pairs_of[1][2 * step];
+                                frag[ug][f][step][2] = pairs_of[0][2 * step + 1];
+                                frag[ug][f][step][3] = pairs_of[1][2 * step + 1];
+                            }
+                        }
+#pragma unroll
+                    for (int f = 0; f < FM; f++)
+                        wgmma_fence_registers(d[f]);
+                    wgmma_fence();
+#pragma unroll
+                    for (int ug = 0; ug < UG; ug++)
+#pragma unroll
+                        for (int step = 0; step < 2; step++)
+#pragma unroll
+                            for (int f = 0; f < FM; f++) {
+                                const int uu = u0 + ug;
+                                wgmma_m64k16_ra<T, BM>(d[f], frag[ug][f][step],
+                                                       wgmma_desc(a_tile + (uu / 2) * S::A_HALF +
+                                                                  (uu % 2) * 64 + step * 32));
+                            }
+                    wgmma_commit();
+#pragma unroll
+                    for (int f = 0; f < FM; f++)
+                        wgmma_fence_registers(d[f]);
+                    wgmma_wait<1>();
+                    /* the previous group is done: its fragments, untouched while it ran, are free */
+                    keep_registers(frags[(par * GROUPS + u0 / UG + 1) % 2]);
+                    /* the previous slab's last multiplies are done: its stage can be refilled */
+                    if (u0 == 0 && released >= 0 && tid == 0)
+                        barrier_arrive(&empty[released]);
+                }
+                released = s;
+                ring_next<STAGES>(s, phase);
             }
-            released = s;
-            ring_next<STAGES>(s, phase);
         }
         wgmma_wait<0>();
 #pragma unroll
