@@ -55,16 +55,16 @@ template <typename T, int B, int BM, int FM, int CONSUMERS, int STAGES> struct w
     static_assert(FM * BM / 2 <= 128, "at most 128 accumulators a thread");
     static_assert(STAGE % 1024 == 0, "each stage's A tiles 1024-byte aligned");
     /* Units a consumer dequantizes before it issues their multiplies as one group (one group in
-     * flight while it dequantizes the next): the most of 4, 2, 1 whose fragments, twice (8
-     * registers a unit and piece, 16 with 8 bits, whose packed words the compiler loads ahead too), fit beside
-     * the accumulators and about 40 others in what ptxas gives a thread (168 with two
-     * consumers). Small tiles then keep a whole slab of multiplies in flight, large ones their
-     * accumulators out of local memory. */
+     * flight while it dequantizes the next into a second buffer): the most of 4, 2, 1 whose two
+     * buffers (8 registers a unit and piece, 16 with 8 bits, whose packed words the compiler
+     * loads ahead too) fit beside the accumulators and the rest (about 40 registers, 72 with two
+     * pieces) in what ptxas gives a thread (168 with two consumers). Small tiles then keep a whole
+     * slab of multiplies in flight, large ones their accumulators out of local memory. */
     static constexpr int REGISTERS = CONSUMERS == 1 ? 255 : 168, ACC = FM * BM / 2;
-    static constexpr int UNIT = FM * (B == 8 ? 16 : 8);
-    static constexpr int UG = ACC + 2 * 4 * UNIT + 40 <= REGISTERS   ? 4
-                              : ACC + 2 * 2 * UNIT + 40 <= REGISTERS ? 2
-                                                                     : 1;
+    static constexpr int UNIT = FM * (B == 8 ? 16 : 8), REST = 40 + 32 * (FM - 1);
+    static constexpr int UG = ACC + 2 * 4 * UNIT + REST <= REGISTERS   ? 4
+                              : ACC + 2 * 2 * UNIT + REST <= REGISTERS ? 2
+                                                                       : 1;
 };
 
 /* The scale and zero point of a unit as dequant_quarter takes them (see there). */
@@ -77,19 +77,20 @@ template <int B, typename T> __device__ __forceinline__ uint2 scale_entry(const 
         return make_uint2(sc.s2, sc.z2);
 }
 
-/* Makes the compiler hold f's values in their registers up to here (an empty asm that reads
- * each), so that it gives none of them to other values before. */
-template <int UG, int FM> __device__ __forceinline__ void keep_registers(uint32_t (&f)[UG][FM][2][4])
+/* Reads every value of a group's fragments into sink, so that they stay in their registers up to
+ * here (see the consumer's loop). */
+template <int UG, int FM>
+__device__ __forceinline__ void retire(const uint32_t (&frag)[UG][FM][2][4], uint32_t &sink)
 {
 #pragma unroll
     for (int u = 0; u < UG; u++)
 #pragma unroll
-        for (int i = 0; i < FM; i++)
+        for (int f = 0; f < FM; f++)
 #pragma unroll
             for (int step = 0; step < 2; step++)
 #pragma unroll
                 for (int j = 0; j < 4; j++)
-                    asm volatile("" ::"r"(f[u][i][step][j]));
+                    sink ^= frag[u][f][step][j];
 }
 
 template <typename T, int B, int BM, int FM, int CONSUMERS, int STAGES>
@@ -176,11 +177,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         registers_raise<224>();
     const int consumer = warpgroup - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     float d[FM][BM / 2];
-    /* the fragments of the group in flight and of the one being dequantized: groups alternate
-     * between the two, and the in-flight one's registers are kept (keep_registers) until the
-     * wait that retires its multiplies, which read them after they are issued */
-    uint32_t frags[2][UG][FM][2][4] = {};
     constexpr int GROUPS = WQ_SLAB_UNITS / UG;
+    uint32_t frags[2][UG][FM][2][4] = {}, sink = 0;
     int s = 0, phase = 0;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int tm, tn;
@@ -191,7 +189,13 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             for (int i = 0; i < BM / 2; i++)
                 d[f][i] = 0.f;
         int released = -1; /* the stage whose last multiplies may still be in flight */
-        /* slabs in pairs, so that each group's fragment buffer is known at compile time */
+        /* The multiplies read a group's fragments after they are issued, so the next group is
+         * dequantized into the other of two buffers, and each buffer's values are read once more
+         * (retire) after the wait that retires its multiplies: ptxas, which otherwise gives the
+         * registers of an issued multiply's fragments to the next values, so keeps them, rather
+         * than serializing the multiplies (C7513) or, across a turn of the loop, writing over
+         * them in flight (seen with one buffer). Slabs go in pairs so that a group's buffer is
+         * known at compile time. */
         for (int kt0 = 0; kt0 < slabs; kt0 += 2) {
 #pragma unroll
             for (int par = 0; par < 2; par++) {
@@ -261,8 +265,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                     for (int f = 0; f < FM; f++)
                         wgmma_fence_registers(d[f]);
                     wgmma_wait<1>();
-                    /* the previous group is done: its fragments, untouched while it ran, are free */
-                    keep_registers(frags[(par * GROUPS + u0 / UG + 1) % 2]);
+                    retire(frags[(par * GROUPS + u0 / UG + 1) % 2], sink);
                     /* the previous slab's last multiplies are done: its stage can be refilled */
                     if (u0 == 0 && released >= 0 && tid == 0)
                         barrier_arrive(&empty[released]);
@@ -298,6 +301,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                 }
             }
     }
+    if (m < 0) /* never (the launcher takes m >= 1): the values read by retire go somewhere */
+        c[0] = ktune_common::from_float<T>((float)sink);
 #else
     (void)map_a, (void)map_w0, (void)map_w1, (void)w, (void)c, (void)m, (void)n, (void)pairs;
 #endif
