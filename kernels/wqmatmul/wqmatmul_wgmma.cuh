@@ -37,21 +37,22 @@
 
 namespace ktune_wqmatmul_impl {
 
-constexpr int WQ_SLAB_UNITS = 4; /* a stage: 128 k */
-
-template <typename T, int B, int BM, int FM, int CONSUMERS, int STAGES> struct wgmma_shape {
+template <typename T, int B, int BM, int FM, int CONSUMERS, int STAGES, int SLAB> struct wgmma_shape {
+    static constexpr int SU = SLAB / 32; /* units a stage */
     static constexpr int BN = 64 * FM * CONSUMERS; /* rows of W a tile */
     static constexpr int THREADS = (CONSUMERS + 1) * 128;
     static constexpr int P0 = unit_words<B>::P0, P1 = unit_words<B>::P1;
-    static constexpr int A_HALF = BM * 128;                  /* BM rows of 64 k */
-    static constexpr int A_BYTES = 2 * A_HALF;               /* the slab's 128 k */
-    static constexpr int W0_BYTES = BN * WQ_SLAB_UNITS * P0 * 4; /* the units' first planes */
-    static constexpr int W1_BYTES = BN * WQ_SLAB_UNITS * P1 * 4; /* 3 bits: the second plane */
-    static constexpr int SC_BYTES = BN * WQ_SLAB_UNITS * 8;  /* a uint2 a unit of a row */
+    static constexpr int A_HALF = BM * 128;            /* BM rows of 64 k: one swizzled tile */
+    static constexpr int A_BYTES = SU / 2 * A_HALF;    /* the slab's k */
+    static constexpr int W0_BYTES = BN * SU * P0 * 4;  /* the units' first planes */
+    static constexpr int W1_BYTES = BN * SU * P1 * 4;  /* 3 bits: the second plane */
+    static constexpr int SC_BYTES = BN * SU * 8;       /* a uint2 a unit of a row */
     static constexpr int STAGE = A_BYTES + W0_BYTES + W1_BYTES + SC_BYTES;
     /* the ring, two barriers a stage, and slack to align the ring to 1024 bytes */
     static constexpr size_t SMEM = (size_t)STAGES * STAGE + STAGES * 16 + 1024;
     static_assert(BM == 64 || BM == 128 || BM == 256, "the multiplies' N");
+    static_assert(SLAB == 64 || SLAB == 128, "slabs of 64 or 128 k");
+    static_assert(P1 == 0 || SLAB == 128, "3 bits: the second plane's box is 16 bytes at 128 k");
     static_assert(FM * BM / 2 <= 128, "at most 128 accumulators a thread");
     static_assert(STAGE % 1024 == 0, "each stage's A tiles 1024-byte aligned");
     /* Units a consumer dequantizes before it issues their multiplies as one group (one group in
@@ -62,9 +63,9 @@ template <typename T, int B, int BM, int FM, int CONSUMERS, int STAGES> struct w
      * slab of multiplies in flight, large ones their accumulators out of local memory. */
     static constexpr int REGISTERS = CONSUMERS == 1 ? 255 : 168, ACC = FM * BM / 2;
     static constexpr int UNIT = FM * (B == 8 ? 16 : 8), REST = 40 + 32 * (FM - 1);
-    static constexpr int UG = ACC + 2 * 4 * UNIT + REST <= REGISTERS   ? 4
-                              : ACC + 2 * 2 * UNIT + REST <= REGISTERS ? 2
-                                                                       : 1;
+    static constexpr int UG = ACC + 2 * 4 * UNIT + REST <= REGISTERS && SU == 4 ? 4
+                              : ACC + 2 * 2 * UNIT + REST <= REGISTERS          ? 2
+                                                                                : 1;
 };
 
 /* The scale and zero point of a unit as dequant_quarter takes them (see there). */
@@ -93,7 +94,7 @@ __device__ __forceinline__ void retire(const uint32_t (&frag)[UG][FM][2][4], uin
                     sink ^= frag[u][f][step][j];
 }
 
-template <typename T, int B, int BM, int FM, int CONSUMERS, int STAGES>
+template <typename T, int B, int BM, int FM, int CONSUMERS, int STAGES, int SLAB>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     wq_wgmma_kernel(const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_w0,
@@ -102,13 +103,13 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 {
 #ifdef KTUNE_WGMMA_DEVICE
     using namespace ktune_matmul_impl;
-    using S = wgmma_shape<T, B, BM, FM, CONSUMERS, STAGES>;
-    constexpr int BN = S::BN, P0 = S::P0, P1 = S::P1, UG = S::UG;
+    using S = wgmma_shape<T, B, BM, FM, CONSUMERS, STAGES, SLAB>;
+    constexpr int BN = S::BN, P0 = S::P0, P1 = S::P1, UG = S::UG, SU = S::SU;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char *const ring = smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024;
     uint64_t *const full = reinterpret_cast<uint64_t *>(ring + STAGES * S::STAGE);
     uint64_t *const empty = full + STAGES;
-    const int units = (int)w.units, slabs = (units + WQ_SLAB_UNITS - 1) / WQ_SLAB_UNITS;
+    const int units = (int)w.units, slabs = (units + SU - 1) / SU;
     const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN, tiles = tiles_m * tiles_n;
     const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
 
@@ -136,11 +137,12 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                 if (warp == 0 && lane == 0) {
                     barrier_wait(&empty[s], phase ^ 1);
                     barrier_expect(&full[s], S::A_BYTES + S::W0_BYTES + S::W1_BYTES);
-                    tma_load(st, &map_a, kt * 128, m0, &full[s]);
-                    tma_load(st + S::A_HALF, &map_a, kt * 128 + 64, m0, &full[s]);
-                    tma_load(st + S::A_BYTES, &map_w0, kt * WQ_SLAB_UNITS * P0, n0, &full[s]);
+#pragma unroll
+                    for (int h = 0; h < SU / 2; h++)
+                        tma_load(st + h * S::A_HALF, &map_a, kt * SLAB + 64 * h, m0, &full[s]);
+                    tma_load(st + S::A_BYTES, &map_w0, kt * SU * P0, n0, &full[s]);
                     if constexpr (P1 > 0)
-                        tma_load(st + S::A_BYTES + S::W0_BYTES, &map_w1, kt * WQ_SLAB_UNITS * P1,
+                        tma_load(st + S::A_BYTES + S::W0_BYTES, &map_w1, kt * SU * P1,
                                  n0, &full[s]);
                 } else if (warp > 0 && s % 3 == warp - 1) {
                     barrier_wait(&empty[s], phase ^ 1);
@@ -149,13 +151,13 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                     /* a lane's rows r = lane + 32 i; a unit's group is read once, the units
                      * of the slab that share it take the same entry */
                     constexpr int ROWS = BN / 32;
-                    const int u0 = kt * WQ_SLAB_UNITS;
+                    const int u0 = kt * SU;
                     raw_scale<T> raw[ROWS];
 #pragma unroll
                     for (int i = 0; i < ROWS; i++)
                         raw[i] = load_scale<B>(w, min(n0 + lane + 32 * i, n - 1), min(u0, units - 1));
 #pragma unroll
-                    for (int uu = 0; uu < WQ_SLAB_UNITS; uu++) {
+                    for (int uu = 0; uu < SU; uu++) {
                         const int u = min(u0 + uu, units - 1);
                         if (uu > 0 && u / w.group_units != min(u0 + uu - 1, units - 1) / w.group_units)
 #pragma unroll
@@ -177,7 +179,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         registers_raise<224>();
     const int consumer = warpgroup - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     float d[FM][BM / 2];
-    constexpr int GROUPS = WQ_SLAB_UNITS / UG;
+    constexpr int GROUPS = SU / UG;
     uint32_t frags[2][UG][FM][2][4] = {}, sink = 0;
     int s = 0, phase = 0;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
@@ -207,7 +209,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                     reinterpret_cast<const uint2 *>(st + S::A_BYTES + S::W0_BYTES + S::W1_BYTES);
                 const uint32_t a_tile = smem_addr(st);
 #pragma unroll
-                for (int u0 = 0; u0 < WQ_SLAB_UNITS; u0 += UG) {
+                for (int u0 = 0; u0 < SU; u0 += UG) {
                     uint32_t(&frag)[UG][FM][2][4] = frags[(par * GROUPS + u0 / UG) % 2];
 #pragma unroll
                     for (int ug = 0; ug < UG; ug++)
@@ -219,7 +221,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                             for (int h = 0; h < 2; h++) {
                                 const int r = (consumer * FM + f) * 64 + warp * 16 + g + 8 * h;
                                 const unsigned char *w0 =
-                                    st + S::A_BYTES + (r * WQ_SLAB_UNITS + uu) * P0 * 4;
+                                    st + S::A_BYTES + (r * SU + uu) * P0 * 4;
                                 uint32_t q[B];
                                 if constexpr (P0 == 2) {
                                     const uint2 v = *reinterpret_cast<const uint2 *>(w0);
@@ -233,7 +235,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                                 }
                                 if constexpr (P1 > 0)
                                     q[2] = *reinterpret_cast<const uint32_t *>(
-                                        st + S::A_BYTES + S::W0_BYTES + (r * WQ_SLAB_UNITS + uu) * 4);
+                                        st + S::A_BYTES + S::W0_BYTES + (r * SU + uu) * 4);
                                 const uint2 e = entries[uu * BN + r];
                                 dequant_quarter<B, T>(q, e.x, e.y, t, pairs_of[h]);
                             }
@@ -329,27 +331,38 @@ inline bool words_map(CUtensorMap *map, const void *base, int64_t rows, int64_t 
 /* The family's default config for large m (spaces/wqmatmul.yaml), for what TMA cannot load. */
 using wgmma_fallback = large_launcher<64, 128, 2, 4, 3>;
 
-template <int BM, int FM, int CONSUMERS, int STAGES> struct wgmma_launcher {
+template <int BM, int FM, int CONSUMERS, int STAGES, int SLAB> struct wgmma_launcher {
     template <typename T, int B>
     static cudaError_t run(const void *a, const ktune_qweight &w, void *c, int64_t m, int64_t n,
                            int64_t k, cudaStream_t s)
     {
+        if constexpr (unit_words<B>::P1 > 0 && SLAB != 128)
+            return cudaErrorNotSupported; /* 3 bits take slabs of 128 k (the space says so) */
+        else
+            return launch<T, B>(a, w, c, m, n, k, s);
+    }
+
+  private:
+    template <typename T, int B>
+    static cudaError_t launch(const void *a, const ktune_qweight &w, void *c, int64_t m, int64_t n,
+                              int64_t k, cudaStream_t s)
+    {
         if (!KTUNE_SM90A) /* the kernel has no code in this build */
             return cudaErrorNotSupported;
-        using S = wgmma_shape<T, B, BM, FM, CONSUMERS, STAGES>;
+        using S = wgmma_shape<T, B, BM, FM, CONSUMERS, STAGES, SLAB>;
         const int64_t tiles = ((m + BM - 1) / BM) * ((n + S::BN - 1) / S::BN);
         if (tiles > INT32_MAX)
             return cudaErrorInvalidValue;
         const qweight_view<T> v = view_of<T>(w, n, k);
         CUtensorMap map_a, map_w0, map_w1;
         if (!ktune_matmul_impl::tensor_map<T>(&map_a, a, m, k, BM) ||
-            !words_map(&map_w0, v.plane0, n, v.units * S::P0, WQ_SLAB_UNITS * S::P0, S::BN) ||
+            !words_map(&map_w0, v.plane0, n, v.units * S::P0, S::SU * S::P0, S::BN) ||
             (S::P1 > 0 &&
-             !words_map(&map_w1, v.plane1, n, v.units * S::P1, WQ_SLAB_UNITS * S::P1, S::BN)))
+             !words_map(&map_w1, v.plane1, n, v.units * S::P1, S::SU * S::P1, S::BN)))
             return wgmma_fallback::run<T, B>(a, w, c, m, n, k, s);
         if (S::P1 == 0)
             map_w1 = map_w0; /* unused */
-        constexpr auto kernel = wq_wgmma_kernel<T, B, BM, FM, CONSUMERS, STAGES>;
+        constexpr auto kernel = wq_wgmma_kernel<T, B, BM, FM, CONSUMERS, STAGES, SLAB>;
         const dim3 block(S::THREADS);
         unsigned grid;
         const cudaError_t e =
