@@ -322,6 +322,27 @@ __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int 
                  "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(smem_addr(bar))
                  : "memory");
 }
+
+/* tma_load into the same offsets of the shared memory of every block of the cluster in mask
+ * (bit i: block rank i), completing its bytes on each one's barrier at bar's offset. */
+__device__ __forceinline__ void tma_load_multicast(void *dst, const CUtensorMap *map, int x, int y,
+                                                   uint64_t *bar, uint16_t mask)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_addr(dst)),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(smem_addr(bar)),
+                 "h"(mask)
+                 : "memory");
+}
+
+/* One arrival on the barrier at bar's offset in the shared memory of cluster block `block`. */
+__device__ __forceinline__ void barrier_arrive_cluster(uint64_t *bar, unsigned block)
+{
+    asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+                 "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_addr(bar)),
+                 "r"(block)
+                 : "memory");
+}
 #endif
 
 } // namespace ktune_matmul_impl

@@ -26,5 +26,7 @@ typedef cudaError_t ktune__wqmatmul_launch_t(const void *a, const ktune_qweight 
     KTUNE_WQMATMUL_DEFINE_(fn, ktune_wqmatmul_impl::small_launcher<warps, unroll, mtiles, rtiles, acc32>)
 #define KTUNE_WQMATMUL_DEFINE_LARGE(fn, bm, bn, wm, wn, stages)                                    \
     KTUNE_WQMATMUL_DEFINE_(fn, ktune_wqmatmul_impl::large_launcher<bm, bn, wm, wn, stages>)
-#define KTUNE_WQMATMUL_DEFINE_WGMMA(fn, bm, fm, consumers, stages, slab)                          \
-    KTUNE_WQMATMUL_DEFINE_(fn, ktune_wqmatmul_impl::wgmma_launcher<bm, fm, consumers, stages, slab>)
+/* one 64-row piece of W a consumer warpgroup (the kernel's FM; two measured slower everywhere) */
+#define KTUNE_WQMATMUL_DEFINE_WGMMA(fn, bm, consumers, stages, slab, mc)                          \
+    KTUNE_WQMATMUL_DEFINE_(fn,                                                                     \
+                           ktune_wqmatmul_impl::wgmma_launcher<bm, 1, consumers, stages, slab, mc>)

@@ -31,6 +31,7 @@
 #pragma once
 
 #include "../matmul/matmul_wgmma.cuh"
+#include "cluster.cuh"
 #include "launch.cuh"
 #include "wqmatmul_common.cuh"
 #include "wqmatmul_large.cuh"
@@ -78,6 +79,20 @@ template <int B, typename T> __device__ __forceinline__ uint2 scale_entry(const 
         return make_uint2(sc.s2, sc.z2);
 }
 
+#ifdef KTUNE_WGMMA_DEVICE
+/* A consumer's release of a stage: an arrival on its "empty" barrier in every block of the
+ * cluster (each block's TMA thread writes the stage in all of them). */
+template <int MC> __device__ __forceinline__ void release(uint64_t *bar)
+{
+    if constexpr (MC == 1)
+        ktune_matmul_impl::barrier_arrive(bar);
+    else
+#pragma unroll
+        for (int q = 0; q < MC; q++)
+            ktune_matmul_impl::barrier_arrive_cluster(bar, q);
+}
+#endif
+
 /* Reads every value of a group's fragments into sink, so that they stay in their registers up to
  * here (see the consumer's loop). */
 template <int UG, int FM>
@@ -94,7 +109,7 @@ __device__ __forceinline__ void retire(const uint32_t (&frag)[UG][FM][2][4], uin
                     sink ^= frag[u][f][step][j];
 }
 
-template <typename T, int B, int BM, int FM, int CONSUMERS, int STAGES, int SLAB>
+template <typename T, int B, int BM, int FM, int CONSUMERS, int STAGES, int SLAB, int MC>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     wq_wgmma_kernel(const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_w0,
@@ -110,36 +125,51 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     uint64_t *const full = reinterpret_cast<uint64_t *>(ring + STAGES * S::STAGE);
     uint64_t *const empty = full + STAGES;
     const int units = (int)w.units, slabs = (units + SU - 1) / SU;
-    const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN, tiles = tiles_m * tiles_n;
+    /* a cluster of MC blocks takes MC neighbouring tiles of W rows by the same rows of A */
+    const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
+    const int items = tiles_m * ((tiles_n + MC - 1) / MC);
+    const int rank = MC > 1 ? (int)ktune_cluster::rank() : 0;
     const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
 
-    /* full: the TMA thread's arrival (with the bytes) and the 32 lanes of the scales' warp */
+    /* full: the TMA thread's arrival (with the bytes) and the 32 lanes of the scales' warp;
+     * empty: each consumer of each block of the cluster (all of them read what this block's TMA
+     * thread writes) */
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
             barrier_init(&full[s], 33);
-            barrier_init(&empty[s], CONSUMERS);
+            barrier_init(&empty[s], CONSUMERS * MC);
         }
         barrier_init_fence();
     }
-    __syncthreads();
+    if constexpr (MC > 1)
+        ktune_cluster::sync(); /* the other blocks' barriers are set up before any arrival */
+    else
+        __syncthreads();
 
     if (warpgroup == 0) {
         if constexpr (CONSUMERS > 1)
             registers_lower<56>();
         const int warp = tid / 32, lane = tid % 32;
         int s = 0, phase = 0;
-        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        for (int item = blockIdx.x / MC; item < items; item += gridDim.x / MC) {
             int tm, tn;
-            grouped_tile(tile, tiles_m, tiles_n, tm, tn);
-            const int m0 = tm * BM, n0 = tn * BN;
+            grouped_tile(item, tiles_m, (tiles_n + MC - 1) / MC, tm, tn);
+            const int m0 = tm * BM, n0 = (tn * MC + rank) * BN; /* past n: zeros, not stored */
             for (int kt = 0; kt < slabs; kt++) {
                 unsigned char *const st = ring + s * S::STAGE;
                 if (warp == 0 && lane == 0) {
                     barrier_wait(&empty[s], phase ^ 1);
                     barrier_expect(&full[s], S::A_BYTES + S::W0_BYTES + S::W1_BYTES);
 #pragma unroll
-                    for (int h = 0; h < SU / 2; h++)
-                        tma_load(st + h * S::A_HALF, &map_a, kt * SLAB + 64 * h, m0, &full[s]);
+                    for (int h = 0; h < SU / 2; h++) {
+                        /* MC > 1: this block's share of A's rows, into every block */
+                        unsigned char *const part = st + h * S::A_HALF + rank * (S::A_HALF / MC);
+                        if constexpr (MC > 1)
+                            tma_load_multicast(part, &map_a, kt * SLAB + 64 * h,
+                                               m0 + rank * (BM / MC), &full[s], (1 << MC) - 1);
+                        else
+                            tma_load(part, &map_a, kt * SLAB + 64 * h, m0, &full[s]);
+                    }
                     tma_load(st + S::A_BYTES, &map_w0, kt * SU * P0, n0, &full[s]);
                     if constexpr (P1 > 0)
                         tma_load(st + S::A_BYTES + S::W0_BYTES, &map_w1, kt * SU * P1,
@@ -172,139 +202,141 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                 ring_next<STAGES>(s, phase);
             }
         }
-        return; /* the consumers wait for every copy and entry this warpgroup made */
-    }
-
-    if constexpr (CONSUMERS > 1)
-        registers_raise<224>();
-    const int consumer = warpgroup - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-    float d[FM][BM / 2];
-    constexpr int GROUPS = SU / UG;
-    uint32_t frags[2][UG][FM][2][4] = {}, sink = 0;
-    int s = 0, phase = 0;
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        int tm, tn;
-        grouped_tile(tile, tiles_m, tiles_n, tm, tn);
+    } else {
+        if constexpr (CONSUMERS > 1)
+            registers_raise<224>();
+        const int consumer = warpgroup - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+        float d[FM][BM / 2];
+        constexpr int GROUPS = SU / UG;
+        uint32_t frags[2][UG][FM][2][4] = {}, sink = 0;
+        int s = 0, phase = 0;
+        for (int item = blockIdx.x / MC; item < items; item += gridDim.x / MC) {
+            int tm, tn;
+            grouped_tile(item, tiles_m, (tiles_n + MC - 1) / MC, tm, tn);
+            tn = tn * MC + rank;
 #pragma unroll
-        for (int f = 0; f < FM; f++)
+            for (int f = 0; f < FM; f++)
 #pragma unroll
-            for (int i = 0; i < BM / 2; i++)
-                d[f][i] = 0.f;
-        int released = -1; /* the stage whose last multiplies may still be in flight */
-        /* The multiplies read a group's fragments after they are issued, so the next group is
-         * dequantized into the other of two buffers, and each buffer's values are read once more
-         * (retire) after the wait that retires its multiplies: ptxas, which otherwise gives the
-         * registers of an issued multiply's fragments to the next values, so keeps them, rather
-         * than serializing the multiplies (C7513) or, across a turn of the loop, writing over
-         * them in flight (seen with one buffer). Slabs go in pairs so that a group's buffer is
-         * known at compile time. */
-        for (int kt0 = 0; kt0 < slabs; kt0 += 2) {
+                for (int i = 0; i < BM / 2; i++)
+                    d[f][i] = 0.f;
+            int released = -1; /* the stage whose last multiplies may still be in flight */
+            /* The multiplies read a group's fragments after they are issued, so the next group is
+             * dequantized into the other of two buffers, and each buffer's values are read once more
+             * (retire) after the wait that retires its multiplies: ptxas, which otherwise gives the
+             * registers of an issued multiply's fragments to the next values, so keeps them, rather
+             * than serializing the multiplies (C7513) or, across a turn of the loop, writing over
+             * them in flight (seen with one buffer). Slabs go in pairs so that a group's buffer is
+             * known at compile time. */
+            for (int kt0 = 0; kt0 < slabs; kt0 += 2) {
 #pragma unroll
-            for (int par = 0; par < 2; par++) {
-                if (kt0 + par >= slabs)
-                    break;
-                barrier_wait(&full[s], phase);
-                const unsigned char *const st = ring + s * S::STAGE;
-                const uint2 *const entries =
-                    reinterpret_cast<const uint2 *>(st + S::A_BYTES + S::W0_BYTES + S::W1_BYTES);
-                const uint32_t a_tile = smem_addr(st);
+                for (int par = 0; par < 2; par++) {
+                    if (kt0 + par >= slabs)
+                        break;
+                    barrier_wait(&full[s], phase);
+                    const unsigned char *const st = ring + s * S::STAGE;
+                    const uint2 *const entries =
+                        reinterpret_cast<const uint2 *>(st + S::A_BYTES + S::W0_BYTES + S::W1_BYTES);
+                    const uint32_t a_tile = smem_addr(st);
 #pragma unroll
-                for (int u0 = 0; u0 < SU; u0 += UG) {
-                    uint32_t(&frag)[UG][FM][2][4] = frags[(par * GROUPS + u0 / UG) % 2];
+                    for (int u0 = 0; u0 < SU; u0 += UG) {
+                        uint32_t(&frag)[UG][FM][2][4] = frags[(par * GROUPS + u0 / UG) % 2];
 #pragma unroll
-                    for (int ug = 0; ug < UG; ug++)
-#pragma unroll
-                        for (int f = 0; f < FM; f++) {
-                            const int uu = u0 + ug;
-                            uint32_t pairs_of[2][4];
-#pragma unroll
-                            for (int h = 0; h < 2; h++) {
-                                const int r = (consumer * FM + f) * 64 + warp * 16 + g + 8 * h;
-                                const unsigned char *w0 =
-                                    st + S::A_BYTES + (r * SU + uu) * P0 * 4;
-                                uint32_t q[B];
-                                if constexpr (P0 == 2) {
-                                    const uint2 v = *reinterpret_cast<const uint2 *>(w0);
-                                    q[0] = v.x, q[1] = v.y;
-                                } else {
-#pragma unroll
-                                    for (int i = 0; i < P0; i += 4) {
-                                        const uint4 v = *reinterpret_cast<const uint4 *>(w0 + 4 * i);
-                                        q[i] = v.x, q[i + 1] = v.y, q[i + 2] = v.z, q[i + 3] = v.w;
-                                    }
-                                }
-                                if constexpr (P1 > 0)
-                                    q[2] = *reinterpret_cast<const uint32_t *>(
-                                        st + S::A_BYTES + S::W0_BYTES + (r * SU + uu) * 4);
-                                const uint2 e = entries[uu * BN + r];
-                                dequant_quarter<B, T>(q, e.x, e.y, t, pairs_of[h]);
-                            }
-#pragma unroll
-                            for (int step = 0; step < 2; step++) {
-                                frag[ug][f][step][0] = pairs_of[0][2 * step];
-                                frag[ug][f][step][1] = pairs_of[1][2 * step];
-                                frag[ug][f][step][2] = pairs_of[0][2 * step + 1];
-                                frag[ug][f][step][3] = pairs_of[1][2 * step + 1];
-                            }
-                        }
-#pragma unroll
-                    for (int f = 0; f < FM; f++)
-                        wgmma_fence_registers(d[f]);
-                    wgmma_fence();
-#pragma unroll
-                    for (int ug = 0; ug < UG; ug++)
-#pragma unroll
-                        for (int step = 0; step < 2; step++)
+                        for (int ug = 0; ug < UG; ug++)
 #pragma unroll
                             for (int f = 0; f < FM; f++) {
                                 const int uu = u0 + ug;
-                                wgmma_m64k16_ra<T, BM>(d[f], frag[ug][f][step],
-                                                       wgmma_desc(a_tile + (uu / 2) * S::A_HALF +
-                                                                  (uu % 2) * 64 + step * 32));
+                                uint32_t pairs_of[2][4];
+#pragma unroll
+                                for (int h = 0; h < 2; h++) {
+                                    const int r = (consumer * FM + f) * 64 + warp * 16 + g + 8 * h;
+                                    const unsigned char *w0 =
+                                        st + S::A_BYTES + (r * SU + uu) * P0 * 4;
+                                    uint32_t q[B];
+                                    if constexpr (P0 == 2) {
+                                        const uint2 v = *reinterpret_cast<const uint2 *>(w0);
+                                        q[0] = v.x, q[1] = v.y;
+                                    } else {
+#pragma unroll
+                                        for (int i = 0; i < P0; i += 4) {
+                                            const uint4 v = *reinterpret_cast<const uint4 *>(w0 + 4 * i);
+                                            q[i] = v.x, q[i + 1] = v.y, q[i + 2] = v.z, q[i + 3] = v.w;
+                                        }
+                                    }
+                                    if constexpr (P1 > 0)
+                                        q[2] = *reinterpret_cast<const uint32_t *>(
+                                            st + S::A_BYTES + S::W0_BYTES + (r * SU + uu) * 4);
+                                    const uint2 e = entries[uu * BN + r];
+                                    dequant_quarter<B, T>(q, e.x, e.y, t, pairs_of[h]);
+                                }
+#pragma unroll
+                                for (int step = 0; step < 2; step++) {
+                                    frag[ug][f][step][0] = pairs_of[0][2 * step];
+                                    frag[ug][f][step][1] = pairs_of[1][2 * step];
+                                    frag[ug][f][step][2] = pairs_of[0][2 * step + 1];
+                                    frag[ug][f][step][3] = pairs_of[1][2 * step + 1];
+                                }
                             }
-                    wgmma_commit();
 #pragma unroll
-                    for (int f = 0; f < FM; f++)
-                        wgmma_fence_registers(d[f]);
-                    wgmma_wait<1>();
-                    retire(frags[(par * GROUPS + u0 / UG + 1) % 2], sink);
-                    /* the previous slab's last multiplies are done: its stage can be refilled */
-                    if (u0 == 0 && released >= 0 && tid == 0)
-                        barrier_arrive(&empty[released]);
+                        for (int f = 0; f < FM; f++)
+                            wgmma_fence_registers(d[f]);
+                        wgmma_fence();
+#pragma unroll
+                        for (int ug = 0; ug < UG; ug++)
+#pragma unroll
+                            for (int step = 0; step < 2; step++)
+#pragma unroll
+                                for (int f = 0; f < FM; f++) {
+                                    const int uu = u0 + ug;
+                                    wgmma_m64k16_ra<T, BM>(d[f], frag[ug][f][step],
+                                                           wgmma_desc(a_tile + (uu / 2) * S::A_HALF +
+                                                                      (uu % 2) * 64 + step * 32));
+                                }
+                        wgmma_commit();
+#pragma unroll
+                        for (int f = 0; f < FM; f++)
+                            wgmma_fence_registers(d[f]);
+                        wgmma_wait<1>();
+                        retire(frags[(par * GROUPS + u0 / UG + 1) % 2], sink);
+                        /* the previous slab's last multiplies are done: its stage can be refilled */
+                        if (u0 == 0 && released >= 0 && tid == 0)
+                            release<MC>(&empty[released]);
+                    }
+                    released = s;
+                    ring_next<STAGES>(s, phase);
                 }
-                released = s;
-                ring_next<STAGES>(s, phase);
             }
-        }
-        wgmma_wait<0>();
+            wgmma_wait<0>();
 #pragma unroll
-        for (int f = 0; f < FM; f++)
-            wgmma_fence_registers(d[f]);
-        if (tid == 0)
-            barrier_arrive(&empty[released]);
+            for (int f = 0; f < FM; f++)
+                wgmma_fence_registers(d[f]);
+            if (tid == 0)
+                release<MC>(&empty[released]);
 
-        /* C[row][col .. col + 1] from two lanes' values: lanes of even g store row 8 j + 2t,
-         * those of odd g row 8 j + 2t + 1, each with its neighbour's (lane ^ 4) value */
-        const int64_t row0 = (int64_t)tm * BM + 2 * t;
-        const bool odd = g & 1;
+            /* C[row][col .. col + 1] from two lanes' values: lanes of even g store row 8 j + 2t,
+             * those of odd g row 8 j + 2t + 1, each with its neighbour's (lane ^ 4) value */
+            const int64_t row0 = (int64_t)tm * BM + 2 * t;
+            const bool odd = g & 1;
 #pragma unroll
-        for (int f = 0; f < FM; f++)
+            for (int f = 0; f < FM; f++)
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int64_t col = (int64_t)tn * BN + (consumer * FM + f) * 64 + warp * 16 +
-                                    8 * h + (g & ~1);
+                for (int h = 0; h < 2; h++) {
+                    const int64_t col = (int64_t)tn * BN + (consumer * FM + f) * 64 + warp * 16 +
+                                        8 * h + (g & ~1);
 #pragma unroll
-                for (int j = 0; j < BM / 8; j++) {
-                    const float mine0 = d[f][4 * j + 2 * h], mine1 = d[f][4 * j + 2 * h + 1];
-                    const float theirs = __shfl_xor_sync(0xffffffffu, odd ? mine0 : mine1, 4);
-                    const int64_t row = row0 + 8 * j + (odd ? 1 : 0);
-                    store_pair<T>(c, row, col, m, n, odd ? theirs : mine0, odd ? mine1 : theirs,
-                                  pairs);
+                    for (int j = 0; j < BM / 8; j++) {
+                        const float mine0 = d[f][4 * j + 2 * h], mine1 = d[f][4 * j + 2 * h + 1];
+                        const float theirs = __shfl_xor_sync(0xffffffffu, odd ? mine0 : mine1, 4);
+                        const int64_t row = row0 + 8 * j + (odd ? 1 : 0);
+                        store_pair<T>(c, row, col, m, n, odd ? theirs : mine0, odd ? mine1 : theirs,
+                                      pairs);
+                    }
                 }
-            }
+        }
+        if (m < 0) /* never (the launcher takes m >= 1): the values read by retire go somewhere */
+            c[0] = ktune_common::from_float<T>((float)sink);
     }
-    if (m < 0) /* never (the launcher takes m >= 1): the values read by retire go somewhere */
-        c[0] = ktune_common::from_float<T>((float)sink);
+    if constexpr (MC > 1)
+        ktune_cluster::sync(); /* no block leaves while another may still arrive on its barriers */
 #else
     (void)map_a, (void)map_w0, (void)map_w1, (void)w, (void)c, (void)m, (void)n, (void)pairs;
 #endif
@@ -331,7 +363,7 @@ inline bool words_map(CUtensorMap *map, const void *base, int64_t rows, int64_t 
 /* The family's default config for large m (spaces/wqmatmul.yaml), for what TMA cannot load. */
 using wgmma_fallback = large_launcher<64, 128, 2, 4, 3>;
 
-template <int BM, int FM, int CONSUMERS, int STAGES, int SLAB> struct wgmma_launcher {
+template <int BM, int FM, int CONSUMERS, int STAGES, int SLAB, int MC> struct wgmma_launcher {
     template <typename T, int B>
     static cudaError_t run(const void *a, const ktune_qweight &w, void *c, int64_t m, int64_t n,
                            int64_t k, cudaStream_t s)
@@ -350,28 +382,29 @@ template <int BM, int FM, int CONSUMERS, int STAGES, int SLAB> struct wgmma_laun
         if (!KTUNE_SM90A) /* the kernel has no code in this build */
             return cudaErrorNotSupported;
         using S = wgmma_shape<T, B, BM, FM, CONSUMERS, STAGES, SLAB>;
-        const int64_t tiles = ((m + BM - 1) / BM) * ((n + S::BN - 1) / S::BN);
-        if (tiles > INT32_MAX)
+        /* a cluster's work: MC neighbouring tiles of W rows by the same rows of A */
+        const int64_t items = ((m + BM - 1) / BM) * ((n + S::BN * MC - 1) / (S::BN * MC));
+        if (items > INT32_MAX / MC)
             return cudaErrorInvalidValue;
         const qweight_view<T> v = view_of<T>(w, n, k);
         CUtensorMap map_a, map_w0, map_w1;
-        if (!ktune_matmul_impl::tensor_map<T>(&map_a, a, m, k, BM) ||
+        if (!ktune_matmul_impl::tensor_map<T>(&map_a, a, m, k, BM / MC) ||
             !words_map(&map_w0, v.plane0, n, v.units * S::P0, S::SU * S::P0, S::BN) ||
             (S::P1 > 0 &&
              !words_map(&map_w1, v.plane1, n, v.units * S::P1, S::SU * S::P1, S::BN)))
             return wgmma_fallback::run<T, B>(a, w, c, m, n, k, s);
         if (S::P1 == 0)
             map_w1 = map_w0; /* unused */
-        constexpr auto kernel = wq_wgmma_kernel<T, B, BM, FM, CONSUMERS, STAGES, SLAB>;
+        constexpr auto kernel = wq_wgmma_kernel<T, B, BM, FM, CONSUMERS, STAGES, SLAB, MC>;
         const dim3 block(S::THREADS);
-        unsigned grid;
+        unsigned clusters;
         const cudaError_t e =
-            ktune_launch::persistent_grid<kernel>(block, dim3(1, 1, 1), S::SMEM, tiles, &grid);
+            ktune_launch::persistent_grid<kernel>(block, dim3(MC, 1, 1), S::SMEM, items, &clusters);
         if (e != cudaSuccess)
             return e;
         const bool pairs = n % 2 == 0 && (uintptr_t)c % 4 == 0;
-        return ktune_launch::launch(kernel, dim3(grid), block, dim3(1, 1, 1), S::SMEM, s, map_a,
-                                    map_w0, map_w1, v, (T *)c, (int)m, (int)n, pairs);
+        return ktune_launch::launch(kernel, dim3(clusters * MC), block, dim3(MC, 1, 1), S::SMEM, s,
+                                    map_a, map_w0, map_w1, v, (T *)c, (int)m, (int)n, pairs);
     }
 };
 
