@@ -148,7 +148,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 
     if (warpgroup == 0) {
         if constexpr (CONSUMERS > 1)
-            registers_lower<56>();
+            registers_lower<72>();
         const int warp = tid / 32, lane = tid % 32;
         int s = 0, phase = 0;
         for (int item = blockIdx.x / MC; item < items; item += gridDim.x / MC) {
@@ -175,28 +175,33 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                         tma_load(st + S::A_BYTES + S::W0_BYTES, &map_w1, kt * SU * P1,
                                  n0, &full[s]);
                 } else if (warp > 0 && s % 3 == warp - 1) {
-                    barrier_wait(&empty[s], phase ^ 1);
-                    uint2 *const out =
-                        reinterpret_cast<uint2 *>(st + S::A_BYTES + S::W0_BYTES + S::W1_BYTES);
                     /* a lane's rows r = lane + 32 i; a unit's group is read once, the units
-                     * of the slab that share it take the same entry */
+                     * of the slab that share it take the same entry. The entries are made
+                     * before the stage is free, so that the loads' latency passes while the
+                     * consumers still read it. */
                     constexpr int ROWS = BN / 32;
                     const int u0 = kt * SU;
+                    uint2 entry[SU][ROWS];
                     raw_scale<T> raw[ROWS];
-#pragma unroll
-                    for (int i = 0; i < ROWS; i++)
-                        raw[i] = load_scale<B>(w, min(n0 + lane + 32 * i, n - 1), min(u0, units - 1));
 #pragma unroll
                     for (int uu = 0; uu < SU; uu++) {
                         const int u = min(u0 + uu, units - 1);
-                        if (uu > 0 && u / w.group_units != min(u0 + uu - 1, units - 1) / w.group_units)
+                        if (uu == 0 || u / w.group_units != min(u0 + uu - 1, units - 1) / w.group_units)
 #pragma unroll
                             for (int i = 0; i < ROWS; i++)
                                 raw[i] = load_scale<B>(w, min(n0 + lane + 32 * i, n - 1), u);
 #pragma unroll
                         for (int i = 0; i < ROWS; i++)
-                            out[uu * BN + lane + 32 * i] = scale_entry<B, T>(raw[i]);
+                            entry[uu][i] = scale_entry<B, T>(raw[i]);
                     }
+                    barrier_wait(&empty[s], phase ^ 1);
+                    uint2 *const out =
+                        reinterpret_cast<uint2 *>(st + S::A_BYTES + S::W0_BYTES + S::W1_BYTES);
+#pragma unroll
+                    for (int uu = 0; uu < SU; uu++)
+#pragma unroll
+                        for (int i = 0; i < ROWS; i++)
+                            out[uu * BN + lane + 32 * i] = entry[uu][i];
                     barrier_arrive(&full[s]);
                 }
                 ring_next<STAGES>(s, phase);
@@ -204,7 +209,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         }
     } else {
         if constexpr (CONSUMERS > 1)
-            registers_raise<224>();
+            registers_raise<216>();
         const int consumer = warpgroup - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
         float d[FM][BM / 2];
         constexpr int GROUPS = SU / UG;
