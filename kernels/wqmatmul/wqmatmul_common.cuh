@@ -226,10 +226,10 @@ __device__ __forceinline__ void dequant_unit(const uint32_t (&q)[B], const unit_
 }
 
 /* A quarter of a unit, dequantized: pairs t, t + 4, t + 8 and t + 12 (pair p holding values 2p
- * and 2p + 1, as in dequant_unit, with the same arithmetic) into out[0..3], for t of 0..3. Lane t of
- * a quad so holds values 2t, 2t + 1, 2t + 8 and 2t + 9 of each 16 of the unit, its part of an
- * m16n8k16 A fragment with k in order. s2 and z2 are unit_scale's; for bf16 with 8 bits z2 holds the
- * bits of unit_scale's zf instead (the fp32 path subtracts that). */
+ * and 2p + 1, as in dequant_unit, with the same arithmetic) into out[0..3], for t of 0..3. Lane t
+ * of a quad so holds values 2t, 2t + 1, 2t + 8 and 2t + 9 of each 16 of the unit, its part of an
+ * m16n8k16 A fragment with k in order. s2 and z2 are unit_scale's; for bf16 with 8 bits z2 holds
+ * the bits of unit_scale's zf instead (the fp32 path subtracts that). */
 template <int B, typename T>
 __device__ __forceinline__ void dequant_quarter(const uint32_t (&q)[B], uint32_t s2, uint32_t z2,
                                                 int t, uint32_t (&out)[4])

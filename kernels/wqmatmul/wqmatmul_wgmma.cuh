@@ -1,33 +1,38 @@
 /* The wgmma variant (sm_90a): many rows of activations on Hopper's warpgroup multiplies, the weight
  * dequantized in registers as the multiplies' A operand.
  *
- * A block computes C^T tiles: BN = 64 * FM * CONSUMERS rows of W (columns of C) by BM rows of A
- * (the multiplies' N), persistent over the tiles in grouped order. Warpgroup 0 is the producer:
- * one thread issues TMA copies of a 128-wide k slab into a STAGES-deep ring of shared memory (BM
- * rows of A as two 64-wide tiles in TMA's 128-byte swizzle, the K-major B operand of wgmma; the
- * packed units of the BN rows of W as TMA lays them, row after row), and the other three warps
- * write each unit's scale and zero point (as the pairs dequantization takes them) for the BN rows
- * into the stage, a warp the stages s with s % 3 its own (so that one warp fills a stage every
- * time, in order, and never waits for a phase of its "empty" barrier two ahead of the last one
- * completed, which the barrier's parity could not tell apart); both complete the stage's "full"
- * barrier. Each
- * consumer warpgroup owns FM 64-row pieces of W: for each unit (32 k) lane (g, t) of warp w reads
- * the packed words of rows 16 w + g and 16 w + g + 8 of a piece and dequantizes the quarter of
- * them that is its A fragment (dequant_quarter: values 2t, 2t + 1, 2t + 8, 2t + 9 of each 16),
- * then issues the unit's two k16 multiplies with A from registers, keeping one unit's multiplies
- * in flight while it dequantizes the next; a stage is freed once its last multiplies are done.
- * The weight so never passes through shared memory as 16-bit values, and the activations are read
- * by the tensor cores from where TMA put them.
+ * A block computes C^T tiles of BN = 64 * FM * CONSUMERS rows of W (columns of C) by BM rows of A
+ * (the multiplies' N), persistent over the tiles in grouped order; a cluster of MC blocks takes MC
+ * neighbouring tiles of W rows by the same rows of A. Warpgroup 0 is the producer. Its first
+ * thread issues the TMA copies of a slab of SLAB k into a STAGES-deep ring of shared memory: BM
+ * rows of A as 64-wide tiles in TMA's 128-byte swizzle (the K-major B operand of wgmma; with MC >
+ * 1 each block copies its share of the rows into every block of the cluster, so that A is read
+ * from L2 once for the cluster), and the packed units of its BN rows of W as TMA lays them, row
+ * after row. Its other three warps write each unit's scale and zero point, as the dequantization
+ * takes them, for the BN rows into the stage: the warp of stages s with s % 3 its own (one warp
+ * fills a stage every time, in order, so it never waits for a phase of the "empty" barrier two
+ * ahead of the last one completed, which the barrier's parity could not tell apart), the loads
+ * made before it waits for the stage. Both complete the stage's "full" barrier; every consumer of
+ * every block of the cluster frees it on its "empty" barrier.
+ *
+ * Each consumer warpgroup owns FM 64-row pieces of W (the space compiles FM = 1). For each unit
+ * (32 k), lane (g, t) of warp w reads the packed words of rows 16 w + g and 16 w + g + 8 of a
+ * piece and dequantizes the quarter of them that is its A fragment (dequant_quarter: values 2t,
+ * 2t + 1, 2t + 8, 2t + 9 of each 16); UG units make a group of multiplies, issued with A from
+ * registers and kept in flight while the next group is dequantized into the other of two
+ * buffers. The weight so never passes through shared memory as 16-bit values, and the
+ * activations are read by the tensor cores from where TMA put them.
  *
  * The accumulators hold C^T: thread (g, t) of warp w has columns 16 w + g and 16 w + g + 8 of C
  * for rows 8 j + 2t and 8 j + 2t + 1; neighbouring lanes swap a value so that each stores two
  * adjacent columns of one row at once.
  *
  * Tails: TMA fills what lies past m, n and k with zeros; a unit past k dequantizes the zeros with
- * the row's last scale against activations that are zeros there; rows past n take row n - 1's
- * scales and are not stored. TMA needs 16-byte aligned rows and bases (k a multiple of 8 for A,
- * packed rows of a multiple of 16 bytes, the 3-bit second plane 16-byte aligned): a call where a
- * map cannot be made runs the family's default config instead. */
+ * the row's last scale against activations that are zeros there; rows past n (a cluster's last
+ * tile may lie wholly past it) take row n - 1's scales and are not stored. TMA needs 16-byte
+ * aligned rows and bases (k a multiple of 8 for A, packed rows of a multiple of 16 bytes, the
+ * 3-bit second plane 16-byte aligned): a call where a map cannot be made runs the family's
+ * default config instead. */
 #pragma once
 
 #include "../matmul/matmul_wgmma.cuh"
@@ -38,7 +43,8 @@
 
 namespace ktune_wqmatmul_impl {
 
-template <typename T, int B, int BM, int FM, int CONSUMERS, int STAGES, int SLAB> struct wgmma_shape {
+template <typename T, int B, int BM, int FM, int CONSUMERS, int STAGES, int SLAB>
+struct wgmma_shape {
     static constexpr int SU = SLAB / 32; /* units a stage */
     static constexpr int BN = 64 * FM * CONSUMERS; /* rows of W a tile */
     static constexpr int THREADS = (CONSUMERS + 1) * 128;
@@ -186,7 +192,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 #pragma unroll
                     for (int uu = 0; uu < SU; uu++) {
                         const int u = min(u0 + uu, units - 1);
-                        if (uu == 0 || u / w.group_units != min(u0 + uu - 1, units - 1) / w.group_units)
+                        const int before = min(u0 + uu - 1, units - 1);
+                        if (uu == 0 || u / w.group_units != before / w.group_units)
 #pragma unroll
                             for (int i = 0; i < ROWS; i++)
                                 raw[i] = load_scale<B>(w, min(n0 + lane + 32 * i, n - 1), u);
@@ -210,7 +217,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     } else {
         if constexpr (CONSUMERS > 1)
             registers_raise<216>();
-        const int consumer = warpgroup - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+        const int consumer = warpgroup - 1, warp = tid / 32, lane = tid % 32;
+        const int g = lane / 4, t = lane % 4;
         float d[FM][BM / 2];
         constexpr int GROUPS = SU / UG;
         uint32_t frags[2][UG][FM][2][4] = {}, sink = 0;
@@ -225,13 +233,13 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                 for (int i = 0; i < BM / 2; i++)
                     d[f][i] = 0.f;
             int released = -1; /* the stage whose last multiplies may still be in flight */
-            /* The multiplies read a group's fragments after they are issued, so the next group is
-             * dequantized into the other of two buffers, and each buffer's values are read once more
-             * (retire) after the wait that retires its multiplies: ptxas, which otherwise gives the
-             * registers of an issued multiply's fragments to the next values, so keeps them, rather
-             * than serializing the multiplies (C7513) or, across a turn of the loop, writing over
-             * them in flight (seen with one buffer). Slabs go in pairs so that a group's buffer is
-             * known at compile time. */
+            /* The multiplies read a group's fragments after they are issued, so the next group
+             * is dequantized into the other of two buffers, and each buffer's values are read
+             * once more (retire) after the wait that retires its multiplies: ptxas, which
+             * otherwise gives the registers of an issued multiply's fragments to the next values,
+             * so keeps them, rather than serializing the multiplies (C7513) or, across a turn of
+             * the loop, writing over them in flight (seen with one buffer). Slabs go in pairs so
+             * that a group's buffer is known at compile time. */
             for (int kt0 = 0; kt0 < slabs; kt0 += 2) {
 #pragma unroll
                 for (int par = 0; par < 2; par++) {
@@ -239,8 +247,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                         break;
                     barrier_wait(&full[s], phase);
                     const unsigned char *const st = ring + s * S::STAGE;
-                    const uint2 *const entries =
-                        reinterpret_cast<const uint2 *>(st + S::A_BYTES + S::W0_BYTES + S::W1_BYTES);
+                    const uint2 *const entries = reinterpret_cast<const uint2 *>(
+                        st + S::A_BYTES + S::W0_BYTES + S::W1_BYTES);
                     const uint32_t a_tile = smem_addr(st);
 #pragma unroll
                     for (int u0 = 0; u0 < SU; u0 += UG) {
@@ -263,8 +271,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                                     } else {
 #pragma unroll
                                         for (int i = 0; i < P0; i += 4) {
-                                            const uint4 v = *reinterpret_cast<const uint4 *>(w0 + 4 * i);
-                                            q[i] = v.x, q[i + 1] = v.y, q[i + 2] = v.z, q[i + 3] = v.w;
+                                            const uint4 v =
+                                                *reinterpret_cast<const uint4 *>(w0 + 4 * i);
+                                            q[i] = v.x, q[i + 1] = v.y;
+                                            q[i + 2] = v.z, q[i + 3] = v.w;
                                         }
                                     }
                                     if constexpr (P1 > 0)
@@ -292,9 +302,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 #pragma unroll
                                 for (int f = 0; f < FM; f++) {
                                     const int uu = u0 + ug;
+                                    const uint32_t b_addr =
+                                        a_tile + (uu / 2) * S::A_HALF + (uu % 2) * 64 + step * 32;
                                     wgmma_m64k16_ra<T, BM>(d[f], frag[ug][f][step],
-                                                           wgmma_desc(a_tile + (uu / 2) * S::A_HALF +
-                                                                      (uu % 2) * 64 + step * 32));
+                                                           wgmma_desc(b_addr));
                                 }
                         wgmma_commit();
 #pragma unroll
@@ -302,7 +313,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                             wgmma_fence_registers(d[f]);
                         wgmma_wait<1>();
                         retire(frags[(par * GROUPS + u0 / UG + 1) % 2], sink);
-                        /* the previous slab's last multiplies are done: its stage can be refilled */
+                        /* the previous slab's last multiplies are done: its stage is free */
                         if (u0 == 0 && released >= 0 && tid == 0)
                             release<MC>(&empty[released]);
                     }
