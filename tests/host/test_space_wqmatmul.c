@@ -1,0 +1,119 @@
+/* The wqmatmul space: its variants, the generated C validity check (wqmatmul_space.h) agreeing
+ * with the interpreter on every config, shape and device, and the wgmma variant's rules: sm_90a
+ * code only, m > 16 only, 3-bit weights only in slabs of 128 k (its second plane's TMA box),
+ * clusters only where a neighbouring tile of w exists, and every ring it takes within the
+ * device's shared memory as the kernel lays it out (wgmma_shape in wqmatmul_wgmma.cuh). */
+#include <string.h>
+
+#include "check.h"
+#include "space.h"
+#include "space_validity.h"
+#include "wqmatmul_space.h"
+
+/* The index of the variant's parameter `name`, or -1. */
+static int param_index(const ktune_space_variant *v, const char *name)
+{
+    for (int p = 0; p < v->nparams; p++)
+        if (strcmp(v->params[p].name, name) == 0)
+            return p;
+    return -1;
+}
+
+/* The bytes of shared memory the wgmma kernel asks for: STAGES stages of a's slab (bm rows of slab
+ * k, 16-bit), the packed units of 64 * consumers rows of w (bits a value: both planes of 3 bits)
+ * and a uint2 of scale and zero point a unit and row, then two barriers a stage and 1024 bytes to
+ * align the ring. */
+static int64_t wgmma_smem(int64_t bm, int64_t consumers, int64_t stages, int64_t slab, int64_t bits)
+{
+    const int64_t bn = 64 * consumers, units = slab / 32;
+    const int64_t stage = bm * slab * 2 + bn * units * 4 * bits + bn * units * 8;
+    return stages * stage + stages * 16 + 1024;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_space_wqmatmul spaces/wqmatmul.yaml\n");
+        return 2;
+    }
+    ktune_space s;
+    ktune_err err;
+    if (ktune_space_load(argv[1], &s, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    CHECK(s.nvariants == 5 && strcmp(s.variants[KTUNE_WQMATMUL_VARIANT_WGMMA].name, "wgmma") == 0 &&
+          strcmp(s.variants[KTUNE_WQMATMUL_VARIANT_LARGE].name, "large") == 0);
+    const ktune_space_variant *wv = &s.variants[KTUNE_WQMATMUL_VARIANT_WGMMA];
+    const int p_bm = param_index(wv, "bm"), p_consumers = param_index(wv, "consumers"),
+              p_stages = param_index(wv, "stages"), p_slab = param_index(wv, "slab"),
+              p_mc = param_index(wv, "mc");
+    CHECK(p_bm >= 0 && p_consumers >= 0 && p_stages >= 0 && p_slab >= 0 && p_mc >= 0);
+    int wgmma = 0;
+    for (int i = 0; i < s.nconfigs; i++)
+        wgmma += s.configs[i].variant == KTUNE_WQMATMUL_VARIANT_WGMMA;
+    /* 3 bm x 2 consumers x 2 mc x (slab 128 at 3, 4, 6, 8 stages + slab 64 at 4, 6, 8) */
+    CHECK(wgmma == 84);
+
+    /* an H100 built with sm_90a code; the same device in a build without it; an A100 */
+    const ktune_device devices[3] = {{"H", 132, 90, 1024, 232448, 52428800, 1},
+                                     {"H", 132, 90, 1024, 232448, 52428800, 0},
+                                     {"A", 108, 80, 1024, 166912, 41943040, 0}};
+    long agree, valid[3 * KTUNE_WQMATMUL_VARIANT_COUNT] = {0};
+    CHECK(space_validity_disagreements(&s, ktune__wqmatmul_valid, devices, 3, &agree, valid) == 0);
+    const long wgmma_h100 = valid[KTUNE_WQMATMUL_VARIANT_WGMMA],
+               large_h100 = valid[KTUNE_WQMATMUL_VARIANT_LARGE];
+    CHECK(wgmma_h100 > 0 && large_h100 > 0);
+    CHECK(valid[KTUNE_WQMATMUL_VARIANT_COUNT + KTUNE_WQMATMUL_VARIANT_WGMMA] == 0);
+    CHECK(valid[2 * KTUNE_WQMATMUL_VARIANT_COUNT + KTUNE_WQMATMUL_VARIANT_WGMMA] == 0);
+    CHECK(valid[2 * KTUNE_WQMATMUL_VARIANT_COUNT + KTUNE_WQMATMUL_VARIANT_LARGE] > 0);
+
+    /* the wgmma rules on every shape of the space, on the H100 */
+    long checked = 0, smem_bad = 0, rule_bad = 0;
+    for (int c = 0; c < s.nconfigs; c++) {
+        const ktune_space_config *cfg = &s.configs[c];
+        if (cfg->variant != KTUNE_WQMATMUL_VARIANT_WGMMA)
+            continue;
+        const int64_t bm = cfg->params[p_bm], consumers = cfg->params[p_consumers],
+                      stages = cfg->params[p_stages], slab = cfg->params[p_slab],
+                      mc = cfg->params[p_mc];
+        for (int k = 0; k < s.nshapes; k++) {
+            const int64_t *key = s.shapes[k].key; /* dtype, bits, group, m, n, k */
+            if (!ktune__wqmatmul_valid(cfg->variant, cfg->params, key, &devices[0]))
+                continue;
+            checked++;
+            const int64_t bits = key[1], m = key[3], n = key[4];
+            smem_bad += wgmma_smem(bm, consumers, stages, slab, bits) > devices[0].smem_per_block;
+            rule_bad += m <= 16 || (bits == 3 && slab != 128) || (mc > 1 && n <= 64 * consumers);
+        }
+    }
+    CHECK(checked > 0 && smem_bad == 0 && rule_bad == 0);
+
+    /* a 3-bit key of many rows: wgmma configs valid, none of them with slabs of 64 k; 16 rows:
+     * none */
+    int64_t key[KTUNE_MAX_KEY];
+    CHECK(ktune_space_key_parse(&s, "dtype=bf16 bits=3 group=128 m=1024 n=8192 k=8192", key,
+                                &err) == 0);
+    int slab128 = 0, slab64 = 0;
+    for (int c = 0; c < s.nconfigs; c++) {
+        const ktune_space_config *cfg = &s.configs[c];
+        if (cfg->variant != KTUNE_WQMATMUL_VARIANT_WGMMA ||
+            !ktune__wqmatmul_valid(cfg->variant, cfg->params, key, &devices[0]))
+            continue;
+        slab128 += cfg->params[p_slab] == 128;
+        slab64 += cfg->params[p_slab] == 64;
+    }
+    CHECK(slab128 > 0 && slab64 == 0);
+    CHECK(ktune_space_key_parse(&s, "dtype=bf16 bits=4 group=128 m=16 n=8192 k=8192", key, &err) ==
+          0);
+    int small = 0;
+    for (int c = 0; c < s.nconfigs; c++)
+        small += s.configs[c].variant == KTUNE_WQMATMUL_VARIANT_WGMMA &&
+                 ktune__wqmatmul_valid(s.configs[c].variant, s.configs[c].params, key, &devices[0]);
+    CHECK(small == 0);
+    printf("%ld (config, shape, device) validity checks agree; wgmma valid %ld times on the H100 "
+           "with sm_90a code (%ld checked against its rules and its shared memory), large %ld\n",
+           agree, wgmma_h100, checked, large_h100);
+    ktune_space_free(&s);
+    return check_report("test_space_wqmatmul");
+}
