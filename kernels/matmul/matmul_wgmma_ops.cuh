@@ -231,19 +231,28 @@ __device__ __forceinline__ void barrier_init_fence()
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
 
-/* A producer-consumer ring's barriers, by thread 0 of the block, then the whole block waits:
- * full[s] completes on the producer's one arrival and TMA's bytes, empty[s] on each consumer's
- * arrival. */
-template <int STAGES, int CONSUMERS>
-__device__ __forceinline__ void ring_barriers_init(uint64_t *full, uint64_t *empty)
+/* A producer-consumer ring's STAGES pairs of barriers, set up by thread 0 of the block (made
+ * visible to TMA, not yet to the other threads): full[s] completes on full_arrivals arrivals and
+ * the bytes they announce, empty[s] on empty_arrivals. */
+template <int STAGES>
+__device__ __forceinline__ void ring_barriers_setup(uint64_t *full, uint64_t *empty,
+                                                    int full_arrivals, int empty_arrivals)
 {
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
-            barrier_init(&full[s], 1);
-            barrier_init(&empty[s], CONSUMERS);
+            barrier_init(&full[s], full_arrivals);
+            barrier_init(&empty[s], empty_arrivals);
         }
         barrier_init_fence();
     }
+}
+
+/* ring_barriers_setup for one producer thread and CONSUMERS consumers, then the whole block
+ * waits. */
+template <int STAGES, int CONSUMERS>
+__device__ __forceinline__ void ring_barriers_init(uint64_t *full, uint64_t *empty)
+{
+    ring_barriers_setup<STAGES>(full, empty, 1, CONSUMERS);
     __syncthreads();
 }
 

@@ -133,20 +133,14 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     const int units = (int)w.units, slabs = (units + SU - 1) / SU;
     /* a cluster of MC blocks takes MC neighbouring tiles of W rows by the same rows of A */
     const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
-    const int items = tiles_m * ((tiles_n + MC - 1) / MC);
+    const int cluster_cols = (tiles_n + MC - 1) / MC, items = tiles_m * cluster_cols;
     const int rank = MC > 1 ? (int)ktune_cluster::rank() : 0;
     const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
 
     /* full: the TMA thread's arrival (with the bytes) and the 32 lanes of the scales' warp;
      * empty: each consumer of each block of the cluster (all of them read what this block's TMA
      * thread writes) */
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; s++) {
-            barrier_init(&full[s], 33);
-            barrier_init(&empty[s], CONSUMERS * MC);
-        }
-        barrier_init_fence();
-    }
+    ring_barriers_setup<STAGES>(full, empty, 33, CONSUMERS * MC);
     if constexpr (MC > 1)
         ktune_cluster::sync(); /* the other blocks' barriers are set up before any arrival */
     else
@@ -159,7 +153,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         int s = 0, phase = 0;
         for (int item = blockIdx.x / MC; item < items; item += gridDim.x / MC) {
             int tm, tn;
-            grouped_tile(item, tiles_m, (tiles_n + MC - 1) / MC, tm, tn);
+            grouped_tile(item, tiles_m, cluster_cols, tm, tn);
             const int m0 = tm * BM, n0 = (tn * MC + rank) * BN; /* past n: zeros, not stored */
             for (int kt = 0; kt < slabs; kt++) {
                 unsigned char *const st = ring + s * S::STAGE;
@@ -225,7 +219,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         int s = 0, phase = 0;
         for (int item = blockIdx.x / MC; item < items; item += gridDim.x / MC) {
             int tm, tn;
-            grouped_tile(item, tiles_m, (tiles_n + MC - 1) / MC, tm, tn);
+            grouped_tile(item, tiles_m, cluster_cols, tm, tn);
             tn = tn * MC + rank;
 #pragma unroll
             for (int f = 0; f < FM; f++)

@@ -7,6 +7,22 @@
 
 #include "space.h"
 
+/* Loads the space a space test names as its one argument: 0, or the test's exit code (2 for a
+ * wrong command line, 1 for a space that does not load) after saying why. */
+static int space_test_load(int argc, char **argv, const char *usage, ktune_space *s)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s\n", usage);
+        return 2;
+    }
+    ktune_err err;
+    if (ktune_space_load(argv[1], s, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
 /* Returns the (config, shape, device) triples where the two disagree (the first few are named on
  * stderr); *agree counts the others. valid[d * nvariants + v] (if not NULL) counts the valid
  * (config, shape) pairs of variant v on devices[d]. */

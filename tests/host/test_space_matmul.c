@@ -10,16 +10,11 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_space_matmul spaces/matmul.yaml\n");
-        return 2;
-    }
     ktune_space s;
+    const int loaded = space_test_load(argc, argv, "test_space_matmul spaces/matmul.yaml", &s);
+    if (loaded != 0)
+        return loaded;
     ktune_err err;
-    if (ktune_space_load(argv[1], &s, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
     CHECK(s.nvariants == 4 && strcmp(s.variants[KTUNE_MATMUL_VARIANT_WGMMA].name, "wgmma") == 0 &&
           strcmp(s.variants[KTUNE_MATMUL_VARIANT_WGEMV].name, "wgemv") == 0);
     int wgmma = 0, wgemv = 0;

@@ -9,16 +9,11 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_space spaces/softmax.yaml\n");
-        return 2;
-    }
     ktune_space s;
+    const int loaded = space_test_load(argc, argv, "test_space_softmax spaces/softmax.yaml", &s);
+    if (loaded != 0)
+        return loaded;
     ktune_err err;
-    if (ktune_space_load(argv[1], &s, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
     int per_variant[7] = {0};
     for (int i = 0; i < s.nconfigs; i++)
         per_variant[s.configs[i].variant]++;

@@ -32,16 +32,11 @@ static int64_t wgmma_smem(int64_t bm, int64_t consumers, int64_t stages, int64_t
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_space_wqmatmul spaces/wqmatmul.yaml\n");
-        return 2;
-    }
     ktune_space s;
+    const int loaded = space_test_load(argc, argv, "test_space_wqmatmul spaces/wqmatmul.yaml", &s);
+    if (loaded != 0)
+        return loaded;
     ktune_err err;
-    if (ktune_space_load(argv[1], &s, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
     CHECK(s.nvariants == 5 && strcmp(s.variants[KTUNE_WQMATMUL_VARIANT_WGMMA].name, "wgmma") == 0 &&
           strcmp(s.variants[KTUNE_WQMATMUL_VARIANT_LARGE].name, "large") == 0);
     const ktune_space_variant *wv = &s.variants[KTUNE_WQMATMUL_VARIANT_WGMMA];
