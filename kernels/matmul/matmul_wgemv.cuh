@@ -13,7 +13,12 @@
  * writes a share of the tile. Tails: TMA fills parts of a box outside A or W with zeros, and only
  * the m x n part of the tile is written. TMA needs k % 8 == 0 (a constraint of the space) and
  * 16-byte aligned A and W; a call whose pointers are not aligned runs the family's default GEMV
- * for that m instead. */
+ * for that m instead.
+ *
+ * Which tile a block computes is a Tiles policy (matmul_wgmma.cuh), one tile a block (not
+ * persistent: a block's tile is blockIdx.x, and a block past the policy's count does nothing):
+ * the tile's rows are A's (at most BN of them: row0 to row_end), its columns W's. The matmul
+ * family's is dense_tiles<BN, BM> over m <= BN rows; the moe family walks the groups' tiles. */
 #pragma once
 
 #include "matmul_gemv.cuh"
@@ -24,15 +29,16 @@ namespace ktune_matmul_impl {
 template <int BM, int BN, int STAGES> constexpr size_t wgemv_smem_bytes()
 {
     /* the ring, the block's partial tile (fp32), two barriers a stage, and slack to align the
-     * ring to 1024 bytes */
+     * ring to 1024 bytes (a Tiles policy's memory comes after) */
     return (size_t)STAGES * (BM + BN) * WGMMA_BK * 2 + (size_t)BM * BN * 4 + (size_t)STAGES * 2 * 8 +
            1024;
 }
 
-template <typename T, int BM, int BN, int STAGES, int SPLIT>
+template <typename T, int BM, int BN, int STAGES, int SPLIT, typename Tiles>
 __global__ void __launch_bounds__(160)
     wgemv_kernel(const __grid_constant__ CUtensorMap map_w,
-                 const __grid_constant__ CUtensorMap map_a, T *__restrict__ c, int m, int n, int k)
+                 const __grid_constant__ CUtensorMap map_a, T *__restrict__ c,
+                 const typename Tiles::params where, int n, int k)
 {
     constexpr int FM = BM / 64; /* 64-row pieces of W a k step */
     constexpr int TILE = BM * BN; /* floats of the block's partial tile, stored [column][row] */
@@ -47,14 +53,15 @@ __global__ void __launch_bounds__(160)
     uint64_t *const full = reinterpret_cast<uint64_t *>(part + TILE);
     uint64_t *const empty = full + STAGES;
 
-    const int n0 = blockIdx.x * BM;
+    const Tiles order(where, empty + STAGES);
+    order.prepare(); /* warp 0, where the policy has anything to prepare */
     const int split = SPLIT > 1 ? (int)ktune_cluster::rank() : 0;
     const int ktiles = (k + WGMMA_BK - 1) / WGMMA_BK;
     const int kt_begin = (int)((int64_t)ktiles * split / SPLIT);
     const int kt_end = (int)((int64_t)ktiles * (split + 1) / SPLIT);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 128) { /* the producer's lane, while warp 0 prepares */
         for (int s = 0; s < STAGES; s++) {
             barrier_init(&full[s], 1);
             barrier_init(&empty[s], 1);
@@ -62,6 +69,11 @@ __global__ void __launch_bounds__(160)
         barrier_init_fence();
     }
     __syncthreads();
+    /* a cluster's blocks share blockIdx.x, so they leave together */
+    if ((int)blockIdx.x >= order.count())
+        return;
+    const tile_place at = order.at((int)blockIdx.x);
+    const int m = min(at.row_end - at.row0, BN), n0 = at.col0;
 
     float d[FM][BN / 2] = {};
     if (warp == 4) { /* the producer */
@@ -70,8 +82,8 @@ __global__ void __launch_bounds__(160)
             for (int kt = kt_begin; kt < kt_end; kt++) {
                 barrier_wait(&empty[s], phase ^ 1); /* the consumers are done with the stage */
                 barrier_expect(&full[s], W_BYTES + A_BYTES);
-                tma_load(ring_w + s * W_BYTES, &map_w, kt * WGMMA_BK, n0, &full[s]);
-                tma_load(ring_a + s * A_BYTES, &map_a, kt * WGMMA_BK, 0, &full[s]);
+                tma_load(ring_w + s * W_BYTES, &map_w, kt * WGMMA_BK, at.w_row0, &full[s]);
+                tma_load(ring_a + s * A_BYTES, &map_a, kt * WGMMA_BK, at.row0, &full[s]);
                 ring_next<STAGES>(s, phase);
             }
         }
@@ -110,12 +122,13 @@ __global__ void __launch_bounds__(160)
         const int col = i / BM, r = i % BM;
         if (col >= m || n0 + r >= n)
             continue;
-        c[(int64_t)col * n + n0 + r] = to_out<T>(ktune_cluster::sum_split<SPLIT>(part, i));
+        c[(int64_t)(at.row0 + col) * n + n0 + r] =
+            to_out<T>(ktune_cluster::sum_split<SPLIT>(part, i));
     }
     if constexpr (SPLIT > 1)
         ktune_cluster::sync(); /* the others' shared memory stays until every block has read it */
 #else
-    (void)map_w, (void)map_a, (void)c, (void)m, (void)n, (void)k;
+    (void)map_w, (void)map_a, (void)c, (void)where, (void)n, (void)k;
 #endif
 }
 
@@ -131,11 +144,12 @@ template <int BM, int BN, int STAGES, int SPLIT> struct wgemv_launcher {
         CUtensorMap map_w, map_a;
         if (!tensor_map<T>(&map_w, w, n, k, BM) || !tensor_map<T>(&map_a, a, m, k, BN))
             return gemv_launcher<16, 8, 4, 1, BN / 8>::template run<T>(a, w, c, m, n, k, s);
-        constexpr auto kernel = wgemv_kernel<T, BM, BN, STAGES, SPLIT>;
+        using tiles_t = dense_tiles<BN, BM>;
+        constexpr auto kernel = wgemv_kernel<T, BM, BN, STAGES, SPLIT, tiles_t>;
         const dim3 grid((unsigned)((n + BM - 1) / BM), SPLIT);
         return ktune_launch::launch(kernel, grid, dim3(160), dim3(1, SPLIT, 1),
                                     wgemv_smem_bytes<BM, BN, STAGES>(), s, map_w, map_a, (T *)c,
-                                    (int)m, (int)n, (int)k);
+                                    typename tiles_t::params{(int)m, (int)n}, (int)n, (int)k);
     }
 };
 

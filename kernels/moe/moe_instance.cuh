@@ -4,6 +4,7 @@
 
 #include "moe_decode.cuh"
 #include "moe_mma.cuh"
+#include "moe_wgemv.cuh"
 #include "moe_wgmma.cuh"
 
 typedef cudaError_t ktune__moe_launch_t(const ktune_moe_impl::problem *pb, int dtype,
@@ -21,3 +22,5 @@ typedef cudaError_t ktune__moe_launch_t(const ktune_moe_impl::problem *pb, int d
     KTUNE_MOE_DEFINE_(fn, ktune_moe_impl::mma_launcher<bm, bn, bk, wm, wn, stages>)
 #define KTUNE_MOE_DEFINE_WGMMA(fn, bm, bn, consumers, stages)                                      \
     KTUNE_MOE_DEFINE_(fn, ktune_moe_impl::wgmma_launcher<bm, bn, consumers, stages>)
+#define KTUNE_MOE_DEFINE_WGEMV(fn, bm, bn, stages, split)                                          \
+    KTUNE_MOE_DEFINE_(fn, ktune_moe_impl::wgemv_launcher<bm, bn, stages, split>)

@@ -106,12 +106,16 @@ template <int TILE_ROWS, int TILE_COLS> struct group_tiles {
     }
 };
 
-/* An upper bound of the tiles of rows rows in groups groups: each group's last row tile may be
- * partial. -1 where it is beyond int (a kernel counts tiles in int). */
+/* An upper bound of the tiles of rows rows in groups groups, -1 where it is beyond int (a kernel
+ * counts tiles in int). At most t = min(rows, groups) groups hold rows, and the row tiles of
+ * group g are ceil(r_g / R) <= (r_g + R - 1) / R, so all of them are at most (rows + t (R - 1))
+ * / R, rounded down since their count is whole: exact for one row tile a group (decode), where
+ * the grid is the bound. */
 inline int64_t tiles_bound(int64_t rows, int64_t n, int64_t groups, int tile_rows, int tile_cols)
 {
-    const int64_t bound = ((rows + tile_rows - 1) / tile_rows + (groups < rows ? groups : rows)) *
-                          ((n + tile_cols - 1) / tile_cols);
+    const int64_t touched = groups < rows ? groups : rows;
+    const int64_t bound =
+        (rows + touched * (tile_rows - 1)) / tile_rows * ((n + tile_cols - 1) / tile_cols);
     return bound > INT32_MAX ? -1 : bound;
 }
 
