@@ -18,7 +18,7 @@
  * Which tile a block computes is a Tiles policy (matmul_wgmma.cuh), one tile a block (not
  * persistent: a block's tile is blockIdx.x, and a block past the policy's count does nothing):
  * the tile's rows are A's (at most BN of them: row0 to row_end), its columns W's. The matmul
- * family's is dense_tiles<BN, BM> over m <= BN rows; the moe family walks the groups' tiles. */
+ * family's is column_tiles<BM> (below); the moe family walks the groups' tiles. */
 #pragma once
 
 #include "matmul_gemv.cuh"
@@ -33,6 +33,23 @@ template <int BM, int BN, int STAGES> constexpr size_t wgemv_smem_bytes()
     return (size_t)STAGES * (BM + BN) * WGMMA_BK * 2 + (size_t)BM * BN * 4 + (size_t)STAGES * 2 * 8 +
            1024;
 }
+
+/* The matmul family's wgemv tiles: all of A's m <= BN rows, BM columns of C a tile, so that a
+ * block finds its tile without dividing. */
+template <int BM> struct column_tiles {
+    struct params {
+        int m, n;
+    };
+    static constexpr size_t SMEM = 0;
+    int m, n;
+    __device__ __forceinline__ column_tiles(const params &p, void *) : m(p.m), n(p.n) {}
+    __device__ __forceinline__ void prepare() const {}
+    __device__ __forceinline__ int count() const { return (n + BM - 1) / BM; }
+    __device__ __forceinline__ tile_place at(int tile) const
+    {
+        return {0, m, tile * BM, tile * BM};
+    }
+};
 
 template <typename T, int BM, int BN, int STAGES, int SPLIT, typename Tiles>
 __global__ void __launch_bounds__(160)
@@ -144,7 +161,7 @@ template <int BM, int BN, int STAGES, int SPLIT> struct wgemv_launcher {
         CUtensorMap map_w, map_a;
         if (!tensor_map<T>(&map_w, w, n, k, BM) || !tensor_map<T>(&map_a, a, m, k, BN))
             return gemv_launcher<16, 8, 4, 1, BN / 8>::template run<T>(a, w, c, m, n, k, s);
-        using tiles_t = dense_tiles<BN, BM>;
+        using tiles_t = column_tiles<BM>;
         constexpr auto kernel = wgemv_kernel<T, BM, BN, STAGES, SPLIT, tiles_t>;
         const dim3 grid((unsigned)((n + BM - 1) / BM), SPLIT);
         return ktune_launch::launch(kernel, grid, dim3(160), dim3(1, SPLIT, 1),

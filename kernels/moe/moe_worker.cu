@@ -7,7 +7,13 @@
  * are uniform in [-1, 1). The reference is cuBLAS with fp32 output, one GEMM a non-empty group; a
  * result passes ktune_worker_gemm::compare_16bit's tolerance (matmul's). NaN never passes.
  *
- * Bytes one launch moves: the touched experts' weights, a and c; the copy anchor copies as many.
+ * Bytes one launch moves: the touched experts' weights, a and c; the copy anchor copies as many,
+ * from the start of its set. Input sets are counted by those bytes, not by the whole of w: a
+ * decode key reads one expert of 32, and sets counted by the allocation left one, so that every
+ * sample was a single launch behind an L2 flush, its launch latency timed with it, where matmul
+ * times the same bytes in samples of many launches. Each set still holds all of w (the kernels
+ * index experts in it), its a, w and c together, and there are as many sets as fit in a quarter
+ * of the GPU's memory.
  * The bench's vendor paths: cuBLAS's grouped batched GEMM (cublasGemmGroupedBatchedEx, a group of
  * one problem a non-empty expert, its pointer arrays on the device), then a loop of cuBLAS GEMMs,
  * one a non-empty expert. Both take the routing from the host, where a serving stack's grouped
@@ -137,30 +143,44 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
                  wbytes = (size_t)(st.groups * st.n * st.k * 2),
                  cbytes = (size_t)(st.rows * st.n * 2), ref_bytes = (size_t)(st.rows * st.n) * 4,
                  obytes = (size_t)(st.groups + 1) * 4;
-    const int sets =
-        ktune_worker_check::rotating_sets((int64_t)(abytes + wbytes + cbytes), l2_bytes, max_sets);
     using ktune_worker_check::carver;
     const size_t set_bytes = carver::round(abytes) + carver::round(wbytes) + carver::round(cbytes);
+    size_t free_bytes = 0, total_bytes = 0;
+    if (e == cudaSuccess)
+        e = cudaMemGetInfo(&free_bytes, &total_bytes);
+    st.copy_bytes = (size_t)bytes(key);
+    int sets = st.copy_bytes > 0
+                   ? ktune_worker_check::rotating_sets((int64_t)st.copy_bytes, l2_bytes, max_sets)
+                   : 1;
+    while (sets > 1 && (size_t)sets * set_bytes > total_bytes / 4)
+        sets--;
     carver c{e == cudaSuccess
                  ? (char *)ktune_worker_arena((size_t)sets * set_bytes + carver::round(set_bytes) +
                                                   carver::round(ref_bytes) + carver::round(obytes),
                                               &e)
                  : nullptr};
     if (c.at) {
-        ktune_worker_gemm::take_sets(c, sets, abytes, wbytes, cbytes, st.a, st.w, st.c);
+        for (int s = 0; s < sets; s++) { /* a set's a, w and c together: the copy's source */
+            st.a[s] = c.take(abytes);
+            st.w[s] = c.take(wbytes);
+            st.c[s] = c.take(cbytes);
+        }
         st.scratch = c.take(set_bytes);
         st.ref = (float *)c.take(ref_bytes);
         st.offsets = (int32_t *)c.take(obytes);
         st.sets = sets;
         seed += 2 * (uint64_t)sets;
-        if (st.dtype == KTUNE_F16)
-            ktune_worker_gemm::fill_16bit_sets((__half *)st.a[0], st.rows * st.k, (__half *)st.w[0],
-                                               st.groups * st.n * st.k, sets, seed);
-        else
-            ktune_worker_gemm::fill_16bit_sets((__nv_bfloat16 *)st.a[0], st.rows * st.k,
-                                               (__nv_bfloat16 *)st.w[0], st.groups * st.n * st.k,
-                                               sets, seed);
-        st.copy_bytes = (size_t)bytes(key);
+        const int64_t stride = (int64_t)(set_bytes / 2); /* elements from a set to the next */
+        using ktune_worker_check::fill_sets;
+        if (st.dtype == KTUNE_F16) {
+            fill_sets((__half *)st.a[0], st.rows * st.k, stride, sets, seed, 2, -1.f, 1.f);
+            fill_sets((__half *)st.w[0], st.groups * st.n * st.k, stride, sets, seed + 1, 2, -1.f,
+                      1.f);
+        } else {
+            fill_sets((__nv_bfloat16 *)st.a[0], st.rows * st.k, stride, sets, seed, 2, -1.f, 1.f);
+            fill_sets((__nv_bfloat16 *)st.w[0], st.groups * st.n * st.k, stride, sets, seed + 1, 2,
+                      -1.f, 1.f);
+        }
         e = cudaMemcpy(st.offsets, st.host_offsets.data(), obytes, cudaMemcpyHostToDevice);
         if (e == cudaSuccess)
             e = cudaGetLastError();
