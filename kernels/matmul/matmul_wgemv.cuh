@@ -79,6 +79,8 @@ __global__ void __launch_bounds__(160)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
     if (threadIdx.x == 128) { /* the producer's lane, while warp 0 prepares */
+        tma_descriptor_prefetch(&map_w);
+        tma_descriptor_prefetch(&map_a);
         for (int s = 0; s < STAGES; s++) {
             barrier_init(&full[s], 1);
             barrier_init(&empty[s], 1);

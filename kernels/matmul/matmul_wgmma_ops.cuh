@@ -321,6 +321,12 @@ __device__ __forceinline__ void tma_store_wait_all()
     asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 
+/* Fetches map's descriptor ahead of its first copy, which would otherwise wait for it. */
+__device__ __forceinline__ void tma_descriptor_prefetch(const CUtensorMap *map)
+{
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
 /* TMA: the box of map at (x, y) (x along the contiguous dimension) into shared memory at dst,
  * completing its bytes on bar. Parts of the box outside the tensor arrive as zeros. */
 __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int x, int y,

@@ -47,14 +47,27 @@ template <int TILE_ROWS, int TILE_COLS> struct group_tiles {
         if (threadIdx.x >= 32)
             return;
         const int lane = threadIdx.x, groups = p.groups, per = (groups + 32) / 32;
-        /* the offsets, clamped, then their running maximum */
+        /* the offsets, clamped, read in strides of the warp so that up to 128 of them are in
+         * flight at once (the first tile's loads wait for them); then their running maximum */
+        for (int base = 0; base <= groups; base += 128) {
+            int v[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int i = base + 32 * j + lane;
+                v[j] = i <= groups ? __ldg(p.offsets + i) : 0;
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int i = base + 32 * j + lane;
+                if (i <= groups)
+                    off[i] = min(max(v[j], 0), p.rows);
+            }
+        }
+        __syncwarp();
         const int lo = min(lane * per, groups + 1), hi = min(lo + per, groups + 1);
         int most = 0;
-        for (int i = lo; i < hi; i++) {
-            const int v = min(max(__ldg(p.offsets + i), 0), p.rows);
-            off[i] = v;
-            most = max(most, v);
-        }
+        for (int i = lo; i < hi; i++)
+            most = max(most, off[i]);
         for (int d = 1; d < 32; d <<= 1) {
             const int o = __shfl_up_sync(0xffffffffu, most, d);
             if (lane >= d)
