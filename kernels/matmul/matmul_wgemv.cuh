@@ -1,7 +1,10 @@
-/* The wgemv variant (sm_90a): small m on wgmma, with the weight as the 64-row operand.
+/* The wgemv variant (sm_90a): small or odd m on wgmma, with the weight as the 64-row operand.
  *
- * C^T = W A^T: a block owns BM rows of W and all of m (BN >= m columns of C^T, wgmma's N), and k
- * is split over the SPLIT blocks of a cluster (contiguous ranges of 64-wide slices). One thread of
+ * C^T = W A^T: a block owns BM rows of W and BN rows of A (columns of C^T, wgmma's N, any of 8 to
+ * 256 in the steps wgmma_m64k16 takes: all of m where m <= BN, else a row tile of A, so that an
+ * odd m is padded to a multiple of BN rather than of 64 or 128), and k is split over the SPLIT
+ * blocks of a cluster (contiguous ranges of 64-wide slices): few tiles still keep every SM busy.
+ * One thread of
  * the producer warp streams the block's slices of W (BM x 64) and A (BN x 64) by TMA into a
  * STAGES-deep ring of shared memory in 128-byte swizzle, each slice completing on its stage's
  * "full" barrier; the consumer warpgroup multiplies straight from the ring (one 64-row wgmma a
@@ -13,12 +16,12 @@
  * writes a share of the tile. Tails: TMA fills parts of a box outside A or W with zeros, and only
  * the m x n part of the tile is written. TMA needs k % 8 == 0 (a constraint of the space) and
  * 16-byte aligned A and W; a call whose pointers are not aligned runs the family's default GEMV
- * for that m instead.
+ * (BN <= 32) or tensor-core tile for that m instead.
  *
  * Which tile a block computes is a Tiles policy (matmul_wgmma.cuh), one tile a block (not
  * persistent: a block's tile is blockIdx.x, and a block past the policy's count does nothing):
  * the tile's rows are A's (at most BN of them: row0 to row_end), its columns W's. The matmul
- * family's is column_tiles<BM> (below); the moe family walks the groups' tiles. */
+ * family's is column_tiles<BN, BM> (below); the moe family walks the groups' tiles. */
 #pragma once
 
 #include "matmul_gemv.cuh"
@@ -34,20 +37,28 @@ template <int BM, int BN, int STAGES> constexpr size_t wgemv_smem_bytes()
            1024;
 }
 
-/* The matmul family's wgemv tiles: all of A's m <= BN rows, BM columns of C a tile, so that a
- * block finds its tile without dividing. */
-template <int BM> struct column_tiles {
+/* The matmul family's wgemv tiles: BN rows of A by BM columns of C, the row tiles of one column
+ * of tiles in a row (blocks running together share that column's slices of W in L2; A, a few
+ * hundred rows at most where this variant pays, stays in L2). A block of the usual m <= BN finds
+ * its tile without dividing. */
+template <int BN, int BM> struct column_tiles {
     struct params {
         int m, n;
     };
     static constexpr size_t SMEM = 0;
-    int m, n;
-    __device__ __forceinline__ column_tiles(const params &p, void *) : m(p.m), n(p.n) {}
+    int m, tiles_m, tiles_n;
+    __device__ __forceinline__ column_tiles(const params &p, void *)
+        : m(p.m), tiles_m((p.m + BN - 1) / BN), tiles_n((p.n + BM - 1) / BM)
+    {
+    }
     __device__ __forceinline__ void prepare() const {}
-    __device__ __forceinline__ int count() const { return (n + BM - 1) / BM; }
+    __device__ __forceinline__ int count() const { return tiles_m * tiles_n; }
     __device__ __forceinline__ tile_place at(int tile) const
     {
-        return {0, m, tile * BM, tile * BM};
+        if (tiles_m == 1)
+            return {0, m, tile * BM, tile * BM};
+        const int tn = tile / tiles_m, tm = tile - tn * tiles_m;
+        return {tm * BN, m, tn * BM, tn * BM};
     }
 };
 
@@ -60,7 +71,7 @@ __global__ void __launch_bounds__(160)
     constexpr int FM = BM / 64; /* 64-row pieces of W a k step */
     constexpr int TILE = BM * BN; /* floats of the block's partial tile, stored [column][row] */
     static_assert(BM % 64 == 0 && FM <= 2, "64 or 128 rows of W");
-    static_assert(BN == 8 || BN == 16 || BN == 32, "8, 16 or 32 columns");
+    static_assert(FM * BN / 2 <= 128, "at most 128 accumulators a thread");
 #ifdef KTUNE_WGMMA_DEVICE
     constexpr uint32_t W_BYTES = BM * WGMMA_BK * 2, A_BYTES = BN * WGMMA_BK * 2;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -158,14 +169,20 @@ template <int BM, int BN, int STAGES, int SPLIT> struct wgemv_launcher {
     {
         if (!KTUNE_SM90A) /* the kernel has no code in this build */
             return cudaErrorNotSupported;
-        if (m > BN || k > INT32_MAX)
+        const int64_t tiles = (m + BN - 1) / BN * ((n + BM - 1) / BM);
+        if (k > INT32_MAX || n > INT32_MAX || tiles > INT32_MAX)
             return cudaErrorInvalidValue;
         CUtensorMap map_w, map_a;
-        if (!tensor_map<T>(&map_w, w, n, k, BM) || !tensor_map<T>(&map_a, a, m, k, BN))
-            return gemv_launcher<16, 8, 4, 1, BN / 8>::template run<T>(a, w, c, m, n, k, s);
-        using tiles_t = column_tiles<BM>;
+        if (!tensor_map<T>(&map_w, w, n, k, BM) || !tensor_map<T>(&map_a, a, m, k, BN)) {
+            if constexpr (BN <= 32) {
+                if (m <= BN)
+                    return gemv_launcher<16, 8, 4, 1, BN / 8>::template run<T>(a, w, c, m, n, k, s);
+            }
+            return wgmma_fallback::run<T>(a, w, c, m, n, k, s);
+        }
+        using tiles_t = column_tiles<BN, BM>;
         constexpr auto kernel = wgemv_kernel<T, BM, BN, STAGES, SPLIT, tiles_t>;
-        const dim3 grid((unsigned)((n + BM - 1) / BM), SPLIT);
+        const dim3 grid((unsigned)tiles, SPLIT);
         return ktune_launch::launch(kernel, grid, dim3(160), dim3(1, SPLIT, 1),
                                     wgemv_smem_bytes<BM, BN, STAGES>(), s, map_w, map_a, (T *)c,
                                     typename tiles_t::params{(int)m, (int)n}, (int)n, (int)k);

@@ -37,10 +37,17 @@ __device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr)
 #define KTUNE_WGMMA_R64                                                                            \
     KTUNE_WGMMA_R32 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "     \
                     "%30, %31"
+#define KTUNE_WGMMA_R96                                                                            \
+    KTUNE_WGMMA_R64 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "     \
+                    "%46, %47"
 #define KTUNE_WGMMA_R128                                                                           \
     KTUNE_WGMMA_R64 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "     \
                     "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, "  \
                     "%61, %62, %63"
+#define KTUNE_WGMMA_R192                                                                           \
+    KTUNE_WGMMA_R128 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, "    \
+                     "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, " \
+                     "%93, %94, %95"
 #define KTUNE_WGMMA_R256                                                                           \
     KTUNE_WGMMA_R128 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, "    \
                      "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, " \
@@ -55,7 +62,9 @@ __device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr)
 #define KTUNE_WGMMA_D16 KTUNE_WGMMA_F8(0)
 #define KTUNE_WGMMA_D32 KTUNE_WGMMA_F8(0), KTUNE_WGMMA_F8(8)
 #define KTUNE_WGMMA_D64 KTUNE_WGMMA_F32(0)
+#define KTUNE_WGMMA_D96 KTUNE_WGMMA_F32(0), KTUNE_WGMMA_F8(32), KTUNE_WGMMA_F8(40)
 #define KTUNE_WGMMA_D128 KTUNE_WGMMA_F32(0), KTUNE_WGMMA_F32(32)
+#define KTUNE_WGMMA_D192 KTUNE_WGMMA_F32(0), KTUNE_WGMMA_F32(32), KTUNE_WGMMA_F32(64)
 #define KTUNE_WGMMA_D256                                                                           \
     KTUNE_WGMMA_F32(0), KTUNE_WGMMA_F32(32), KTUNE_WGMMA_F32(64), KTUNE_WGMMA_F32(96)
 /* d (64 x N, fp32) += a (64 x 16, descriptor da) * b (N x 16, descriptor db)^T; A, B, S are the
@@ -96,13 +105,23 @@ __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], uint64_t da, uin
             KTUNE_WGMMA_(64, "bf16", 32, 33, 34);
         else
             KTUNE_WGMMA_(64, "f16", 32, 33, 34);
+    } else if constexpr (N == 96) {
+        if constexpr (bf16)
+            KTUNE_WGMMA_(96, "bf16", 48, 49, 50);
+        else
+            KTUNE_WGMMA_(96, "f16", 48, 49, 50);
     } else if constexpr (N == 128) {
         if constexpr (bf16)
             KTUNE_WGMMA_(128, "bf16", 64, 65, 66);
         else
             KTUNE_WGMMA_(128, "f16", 64, 65, 66);
+    } else if constexpr (N == 192) {
+        if constexpr (bf16)
+            KTUNE_WGMMA_(192, "bf16", 96, 97, 98);
+        else
+            KTUNE_WGMMA_(192, "f16", 96, 97, 98);
     } else {
-        static_assert(N == 256, "N of 8, 16, 32, 64, 128 or 256");
+        static_assert(N == 256, "N of 8, 16, 32, 64, 96, 128, 192 or 256");
         if constexpr (bf16)
             KTUNE_WGMMA_(256, "bf16", 128, 129, 130);
         else
