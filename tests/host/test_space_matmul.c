@@ -24,8 +24,9 @@ int main(int argc, char **argv)
     }
     /* (bm, bn, consumers): 5 with one consumer and 5 with two, x 4 stage counts */
     CHECK(wgmma == 40);
-    /* 2 bm x 3 bn x 2 stage counts x 4 splits */
-    CHECK(wgemv == 48);
+    /* 2 bm x 8 bn x 2 stage counts x 4 splits, less bm 128 with bn 192 or 256 (more than 128
+     * accumulators a thread) */
+    CHECK(wgemv == 112);
 
     /* an H100 built with sm_90a code; the same device in a build without it; an A100 */
     const ktune_device devices[3] = {{"H", 132, 90, 1024, 232448, 52428800, 1},
@@ -58,6 +59,19 @@ int main(int argc, char **argv)
         gemv_valid += v == KTUNE_MATMUL_VARIANT_GEMV && ok;
     }
     CHECK(tma_valid == 0 && gemv_valid > 0);
+
+    /* an odd m beyond 32: wgemv only in row tiles of 64 rows or more (params: bm, bn, stages,
+     * split), among them 96-row ones (3 tiles, 288 rows, where 128-row tiles pad to 384) */
+    CHECK(ktune_space_key_parse(&s, "dtype=bf16 m=271 n=16384 k=16384", key, &err) == 0);
+    int narrow = 0, rows96 = 0;
+    for (int c = 0; c < s.nconfigs; c++) {
+        if (s.configs[c].variant != KTUNE_MATMUL_VARIANT_WGEMV ||
+            !ktune__matmul_valid(KTUNE_MATMUL_VARIANT_WGEMV, s.configs[c].params, key, &devices[0]))
+            continue;
+        narrow += s.configs[c].params[1] < 64;
+        rows96 += s.configs[c].params[1] == 96;
+    }
+    CHECK(narrow == 0 && rows96 > 0);
     ktune_space_free(&s);
     return check_report("test_space_matmul");
 }
