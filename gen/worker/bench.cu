@@ -160,7 +160,9 @@ void ktune_worker_state::bench(const ktune_request &r)
     configs[0].instance = ts[0].instance;
     configs[1].instance = ts[1].instance;
     std::vector<measurement> m;
-    e = measure(configs, m, opt.precise, bytes);
+    e = rest_at_boost();
+    if (e == cudaSuccess)
+        e = measure(configs, m, opt.precise, bytes);
     if (e != cudaSuccess)
         return fail(id, "timing", e);
     run copy;

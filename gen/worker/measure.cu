@@ -2,6 +2,7 @@
  * graphs (built, kept for the final round, destroyed once run) and interleaved samples. */
 #include <algorithm>
 #include <math.h>
+#include <time.h>
 
 #include "worker_state.cuh"
 
@@ -505,3 +506,41 @@ double ktune_worker_state::time_flush()
     return e == cudaSuccess ? m[0].median_us : 0;
 }
 
+/* The SM clock (MHz) over a few microseconds of one thread: clock cycles over %globaltimer's
+ * nanoseconds. */
+__global__ void clock_probe_kernel(float *mhz)
+{
+    unsigned long long t0, t1;
+    const long long c0 = clock64();
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+    while (t1 - t0 < 3000);
+    *mhz = (float)(clock64() - c0) * 1000.f / (float)(t1 - t0);
+}
+
+/* Waits, before a request's precise measurements, until the SM clock is back at the device's
+ * peak (within 5%), for at most max_rest_ms: under a sustained load a GPU holds its clock lower
+ * than at rest (README, "What a recorded time means"), and a compute-bound kernel's time follows
+ * the clock, so that a time recorded after heavy keys and one re-measured after light ones would
+ * differ by as much as the clocks do. Resting first makes every precise time one taken from the
+ * peak clock, where a GPU at rest starts. */
+cudaError_t ktune_worker_state::rest_at_boost()
+{
+    constexpr double max_rest_ms = 250, step_ms = 2, near_peak = 0.95;
+    if (peak_mhz <= 0)
+        return cudaSuccess;
+    for (double rested = 0;; rested += step_ms) {
+        clock_probe_kernel<<<1, 1, 0, stream>>>(clock_probe);
+        cudaError_t e = cudaMemcpyAsync(clock_probe_host, clock_probe, sizeof *clock_probe,
+                                        cudaMemcpyDeviceToHost, stream);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(stream);
+        if (e != cudaSuccess)
+            return e;
+        if (*clock_probe_host >= near_peak * peak_mhz || rested >= max_rest_ms)
+            return cudaSuccess;
+        const struct timespec pause = {0, (long)(step_ms * 1e6)};
+        nanosleep(&pause, nullptr);
+    }
+}

@@ -141,7 +141,9 @@ void interleave_request(ktune_worker_state &w, const ktune_request &r)
     if (!w.use_key(r.id, r.key))
         return;
     std::vector<measurement> m;
-    cudaError_t e = w.measure(runs, m, w.opt.precise, w.fam.bytes(w.current_key));
+    cudaError_t e = w.rest_at_boost();
+    if (e == cudaSuccess)
+        e = w.measure(runs, m, w.opt.precise, w.fam.bytes(w.current_key));
     if (e != cudaSuccess)
         return w.fail(r.id, "timing", e);
     a.id = r.id;
@@ -202,6 +204,10 @@ cudaError_t start_device(ktune_worker_state &w)
                           cudaHostAllocDefault);
     if (e == cudaSuccess)
         e = cudaHostAlloc(&w.gate_flag, sizeof *w.gate_flag, cudaHostAllocMapped);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&w.clock_probe, sizeof *w.clock_probe);
+    if (e == cudaSuccess)
+        e = cudaHostAlloc(&w.clock_probe_host, sizeof *w.clock_probe_host, cudaHostAllocDefault);
     if (e == cudaSuccess)
         *w.gate_flag = w.gate_generation;
     for (int i = 0; i < max_screen; i++)
@@ -287,6 +293,10 @@ int main(int argc, char **argv)
         e = cudaGetDeviceProperties(&p, opt.device);
     if (e == cudaSuccess)
         e = start_device(w);
+    int peak_khz = 0; /* 0 where the device does not say: no rests */
+    if (e == cudaSuccess && cudaDeviceGetAttribute(&peak_khz, cudaDevAttrClockRate, opt.device) ==
+                                cudaSuccess)
+        w.peak_mhz = peak_khz / 1000.0;
     char message[512];
     if (e != cudaSuccess) {
         snprintf(message, sizeof message, "no usable CUDA device %d: %s", opt.device,

@@ -147,6 +147,11 @@ struct ktune_worker_state {
     double flush_us = 0; /* one flush's time, measured at start */
     int64_t l2_bytes = 0;
 
+    /* The SM clock a precise measurement starts at (rest_at_boost): the device's peak (MHz), a
+     * word of device memory the clock probe writes, and its pinned host copy. */
+    double peak_mhz = 0;
+    float *clock_probe = nullptr, *clock_probe_host = nullptr;
+
     /* The checks of a screen: two counters a config ([0] elements out of tolerance, [1] the
      * first), and their starting values; pinned host memory they are copied to in groups. */
     unsigned long long *check_counters = nullptr, check_counters_init[2 * max_screen] = {};
@@ -215,6 +220,7 @@ struct ktune_worker_state {
     cudaError_t measure(const std::vector<run> &runs, std::vector<measurement> &out, precision p,
                         double bytes_per_launch, bool graph = true);
     double time_flush();
+    cudaError_t rest_at_boost();
 
     /* check.cu */
     void fail_alone(trial &x, const char *what, cudaError_t *e);
