@@ -1,7 +1,8 @@
 /* A family's committed table headers compile as C (this file) and as C++ (test_headers.cpp
- * includes it), and each table's rows are sorted by key with a config name. The build names the
- * family: KTUNE_TEST_PREFIX (ktune__<family>), KTUNE_TEST_NKEY (KTUNE_<FAMILY>_NKEY),
- * KTUNE_TEST_SPACE and KTUNE_TEST_TABLES (its generated space header and list of tables). */
+ * includes it), and each table's rows are sorted by key with a config name and a time no slower
+ * than the default's beyond the noise. The build names the family: KTUNE_TEST_PREFIX
+ * (ktune__<family>), KTUNE_TEST_NKEY (KTUNE_<FAMILY>_NKEY), KTUNE_TEST_SPACE and
+ * KTUNE_TEST_TABLES (its generated space header and list of tables). */
 #include <string.h>
 
 #include "check.h"
@@ -28,7 +29,11 @@ int main(void)
         CHECK(tab->nrows > 0 && tab->sms > 0 && tab->cc >= 10 && strlen(tab->device) > 0);
         for (int r = 0; r < tab->nrows; r++) {
             CHECK(tab->rows[r].config && tab->rows[r].config[0]);
-            CHECK(tab->rows[r].us > 0 && tab->rows[r].us <= tab->rows[r].default_us);
+            /* no slower than the default beyond the noise floors apply keeps a committed
+             * config by (KTUNE_NOISE_FLOOR, KTUNE_NOISE_FLOOR_US: 1% and 0.15 us): a kept
+             * entry's refreshed time may sit just above the default's in the same run */
+            CHECK(tab->rows[r].us > 0 &&
+                  tab->rows[r].us <= tab->rows[r].default_us * 1.01 + 0.15);
             if (r > 0) {
                 const int64_t *a = tab->rows[r - 1].key, *b = tab->rows[r].key;
                 int d = 0;
