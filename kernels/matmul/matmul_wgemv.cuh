@@ -4,13 +4,12 @@
  * 256 in the steps wgmma_m64k16 takes: all of m where m <= BN, else a row tile of A, so that an
  * odd m is padded to a multiple of BN rather than of 64 or 128), and k is split over the SPLIT
  * blocks of a cluster (contiguous ranges of 64-wide slices): few tiles still keep every SM busy.
- * One thread of
- * the producer warp streams the block's slices of W (BM x 64) and A (BN x 64) by TMA into a
- * STAGES-deep ring of shared memory in 128-byte swizzle, each slice completing on its stage's
- * "full" barrier; the consumer warpgroup multiplies straight from the ring (one 64-row wgmma a
- * 16-wide k step and 64 rows of W), keeping one stage's multiplies in flight, and frees each
- * stage on its "empty" barrier. W is read once, in 8 or 16 KB copies with many in flight: the
- * memory system, not the threads, keeps the weight streaming.
+ * One thread of the producer warp streams the block's slices of W (BM x 64) and A (BN x 64) by
+ * TMA into a STAGES-deep ring of shared memory in 128-byte swizzle, each slice completing on its
+ * stage's "full" barrier; the consumer warpgroup multiplies straight from the ring (one 64-row
+ * wgmma a 16-wide k step and 64 rows of W), keeping one stage's multiplies in flight, and frees
+ * each stage on its "empty" barrier. W is read once, in 8 or 16 KB copies with many in flight:
+ * the memory system, not the threads, keeps the weight streaming.
  *
  * The partial sums of the blocks of a cluster meet through distributed shared memory; each block
  * writes a share of the tile. Tails: TMA fills parts of a box outside A or W with zeros, and only

@@ -8,12 +8,12 @@
  * result passes ktune_worker_gemm::compare_16bit's tolerance (matmul's). NaN never passes.
  *
  * Bytes one launch moves: the touched experts' weights, a and c; the copy anchor copies as many,
- * from the start of its set. Input sets are counted by those bytes, not by the whole of w: a
- * decode key reads one expert of 32, and sets counted by the allocation left one, so that every
- * sample was a single launch behind an L2 flush, its launch latency timed with it, where matmul
- * times the same bytes in samples of many launches. Each set still holds all of w (the kernels
- * index experts in it), its a, w and c together, and there are as many sets as fit in a quarter
- * of the GPU's memory.
+ * from the start of its set. Input sets are counted by those bytes, not by the whole of w:
+ * counted by the allocation, a decode key that reads one expert of 32 would have one set, each
+ * sample would be a single launch behind an L2 flush and would time its launch latency with it,
+ * where matmul times the same bytes in samples of many launches. Each set still holds all of w
+ * (the kernels index experts in it), its a, w and c together, and there are as many sets as fit
+ * in a quarter of the GPU's memory.
  * The bench's vendor paths: cuBLAS's grouped batched GEMM (cublasGemmGroupedBatchedEx, a group of
  * one problem a non-empty expert, its pointer arrays on the device), then a loop of cuBLAS GEMMs,
  * one a non-empty expert. Both take the routing from the host, where a serving stack's grouped
