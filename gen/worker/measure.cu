@@ -530,16 +530,18 @@ cudaError_t ktune_worker_state::rest_at_boost()
     constexpr double max_rest_ms = 250, step_ms = 2, near_peak = 0.95;
     if (peak_mhz <= 0)
         return cudaSuccess;
+    const double t0 = now_s();
     for (double rested = 0;; rested += step_ms) {
         clock_probe_kernel<<<1, 1, 0, stream>>>(clock_probe);
         cudaError_t e = cudaMemcpyAsync(clock_probe_host, clock_probe, sizeof *clock_probe,
                                         cudaMemcpyDeviceToHost, stream);
         if (e == cudaSuccess)
             e = cudaStreamSynchronize(stream);
-        if (e != cudaSuccess)
+        if (e != cudaSuccess || *clock_probe_host >= near_peak * peak_mhz ||
+            rested >= max_rest_ms) {
+            spent.rest += now_s() - t0;
             return e;
-        if (*clock_probe_host >= near_peak * peak_mhz || rested >= max_rest_ms)
-            return cudaSuccess;
+        }
         const struct timespec pause = {0, (long)(step_ms * 1e6)};
         nanosleep(&pause, nullptr);
     }
