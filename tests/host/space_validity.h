@@ -4,6 +4,7 @@
 #define KTUNE_TEST_SPACE_VALIDITY_H
 
 #include <stdio.h>
+#include <string.h>
 
 #include "space.h"
 
@@ -21,6 +22,15 @@ static int space_test_load(int argc, char **argv, const char *usage, ktune_space
         return 1;
     }
     return 0;
+}
+
+/* The index of the variant's parameter `name`, or -1. */
+static inline int param_index(const ktune_space_variant *v, const char *name)
+{
+    for (int p = 0; p < v->nparams; p++)
+        if (strcmp(v->params[p].name, name) == 0)
+            return p;
+    return -1;
 }
 
 /* Returns the (config, shape, device) triples where the two disagree (the first few are named on

@@ -60,16 +60,18 @@ int main(int argc, char **argv)
     }
     CHECK(tma_valid == 0 && gemv_valid > 0);
 
-    /* an odd m beyond 32: wgemv only in row tiles of 64 rows or more (params: bm, bn, stages,
-     * split), among them 96-row ones (3 tiles, 288 rows, where 128-row tiles pad to 384) */
+    /* an odd m beyond 32: wgemv only in row tiles of 64 rows or more, among them 96-row ones (3
+     * tiles, 288 rows, where 128-row tiles pad to 384) */
     CHECK(ktune_space_key_parse(&s, "dtype=bf16 m=271 n=16384 k=16384", key, &err) == 0);
+    const int p_bn = param_index(&s.variants[KTUNE_MATMUL_VARIANT_WGEMV], "bn");
+    CHECK(p_bn >= 0);
     int narrow = 0, rows96 = 0;
     for (int c = 0; c < s.nconfigs; c++) {
         if (s.configs[c].variant != KTUNE_MATMUL_VARIANT_WGEMV ||
             !ktune__matmul_valid(KTUNE_MATMUL_VARIANT_WGEMV, s.configs[c].params, key, &devices[0]))
             continue;
-        narrow += s.configs[c].params[1] < 64;
-        rows96 += s.configs[c].params[1] == 96;
+        narrow += s.configs[c].params[p_bn] < 64;
+        rows96 += s.configs[c].params[p_bn] == 96;
     }
     CHECK(narrow == 0 && rows96 > 0);
     ktune_space_free(&s);

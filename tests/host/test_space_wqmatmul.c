@@ -10,15 +10,6 @@
 #include "space_validity.h"
 #include "wqmatmul_space.h"
 
-/* The index of the variant's parameter `name`, or -1. */
-static int param_index(const ktune_space_variant *v, const char *name)
-{
-    for (int p = 0; p < v->nparams; p++)
-        if (strcmp(v->params[p].name, name) == 0)
-            return p;
-    return -1;
-}
-
 /* The bytes of shared memory the wgmma kernel asks for: STAGES stages of a's slab (bm rows of slab
  * k, 16-bit), the packed units of 64 * consumers rows of w (bits a value: both planes of 3 bits)
  * and a uint2 of scale and zero point a unit and row, then two barriers a stage and 1024 bytes to
