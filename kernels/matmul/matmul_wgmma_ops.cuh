@@ -31,6 +31,18 @@ __device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr)
            | (uint64_t)1 << 62;          /* 128-byte swizzle */
 }
 
+/* A shared-memory matrix descriptor for an N-major b tile of 16-bit elements (imm-trans-b 1): k
+ * rows of 64 n (128 bytes) in TMA's 128-byte swizzle, 8-row atoms of 1024 bytes one after the
+ * other along k, and each further 64 n (a panel) panel_bytes on. addr is the tile's shared
+ * address plus 1024 bytes for each 8 k rows skipped; the tile starts 1024-byte aligned. */
+__device__ __forceinline__ uint64_t wgmma_desc_n_major(uint32_t addr, uint32_t panel_bytes)
+{
+    return (uint64_t)((addr & 0x3FFFF) >> 4)        /* start address */
+           | (uint64_t)(panel_bytes >> 4) << 16     /* leading byte offset: the next 64 n */
+           | (uint64_t)(1024 >> 4) << 32            /* stride byte offset: the next 8 k */
+           | (uint64_t)1 << 62;                     /* 128-byte swizzle */
+}
+
 #define KTUNE_WGMMA_R8 "%0, %1, %2, %3"
 #define KTUNE_WGMMA_R16 KTUNE_WGMMA_R8 ", %4, %5, %6, %7"
 #define KTUNE_WGMMA_R32 KTUNE_WGMMA_R16 ", %8, %9, %10, %11, %12, %13, %14, %15"
@@ -133,20 +145,22 @@ __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], uint64_t da, uin
 }
 
 /* d (64 x N, fp32) += a (64 x 16, in registers) * b (N x 16, descriptor db)^T: A0..A3 are the
- * operand numbers of a's four registers, B of db, S of the scale-d flag (always 1). */
-#define KTUNE_WGMMA_RA_(N, TY, A0, A1, A2, A3, B, S)                                               \
+ * operand numbers of a's four registers, B of db, S of the scale-d flag (always 1), TB of the
+ * transpose-b flag (0: b K-major, 1: N-major). */
+#define KTUNE_WGMMA_RA_(N, TY, A0, A1, A2, A3, B, S, TB)                                           \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #S ", 0;\n"                                  \
                  "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" KTUNE_WGMMA_R##N \
-                 "}, {%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #B ", p, 1, 1, 0;\n}\n"         \
+                 "}, {%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #B ", p, 1, 1, %" #TB ";\n}\n"  \
                  : KTUNE_WGMMA_D##N                                                                \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1))
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1), "n"(TRANS_B))
 
 /* One warpgroup's d (64 x N) += a b^T over a 16-wide k step, a from registers: warp w of the
  * warpgroup holds rows 16 w .. 16 w + 15 of a as mma.sync's m16n8k16 A fragment (thread t: rows
  * t / 4 and t / 4 + 8, k 2 (t % 4) and the next in a[0] and a[1], 8 further in a[2] and a[3]);
- * b K-major in shared memory as in wgmma_m64k16; d as there. The multiply reads a after it is
- * issued: a's registers keep their values until the wgmma_wait that retires it. */
-template <typename T, int N>
+ * b K-major in shared memory as in wgmma_m64k16 or, with TRANS_B, N-major (wgmma_desc_n_major);
+ * d as there. The multiply reads a after it is issued: a's registers keep their values until the
+ * wgmma_wait that retires it. */
+template <typename T, int N, int TRANS_B = 0>
 __device__ __forceinline__ void wgmma_m64k16_ra(float (&d)[N / 2], const uint32_t (&a)[4],
                                                 uint64_t db)
 {
@@ -154,20 +168,20 @@ __device__ __forceinline__ void wgmma_m64k16_ra(float (&d)[N / 2], const uint32_
     constexpr bool bf16 = std::is_same<T, __nv_bfloat16>::value;
     if constexpr (N == 64) {
         if constexpr (bf16)
-            KTUNE_WGMMA_RA_(64, "bf16", 32, 33, 34, 35, 36, 37);
+            KTUNE_WGMMA_RA_(64, "bf16", 32, 33, 34, 35, 36, 37, 38);
         else
-            KTUNE_WGMMA_RA_(64, "f16", 32, 33, 34, 35, 36, 37);
+            KTUNE_WGMMA_RA_(64, "f16", 32, 33, 34, 35, 36, 37, 38);
     } else if constexpr (N == 128) {
         if constexpr (bf16)
-            KTUNE_WGMMA_RA_(128, "bf16", 64, 65, 66, 67, 68, 69);
+            KTUNE_WGMMA_RA_(128, "bf16", 64, 65, 66, 67, 68, 69, 70);
         else
-            KTUNE_WGMMA_RA_(128, "f16", 64, 65, 66, 67, 68, 69);
+            KTUNE_WGMMA_RA_(128, "f16", 64, 65, 66, 67, 68, 69, 70);
     } else {
         static_assert(N == 256, "N of 64, 128 or 256");
         if constexpr (bf16)
-            KTUNE_WGMMA_RA_(256, "bf16", 128, 129, 130, 131, 132, 133);
+            KTUNE_WGMMA_RA_(256, "bf16", 128, 129, 130, 131, 132, 133, 134);
         else
-            KTUNE_WGMMA_RA_(256, "f16", 128, 129, 130, 131, 132, 133);
+            KTUNE_WGMMA_RA_(256, "f16", 128, 129, 130, 131, 132, 133, 134);
     }
 #else
     (void)d, (void)a, (void)db;
@@ -354,6 +368,17 @@ __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int 
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
                  "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
                  "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(smem_addr(bar))
+                 : "memory");
+}
+
+/* TMA: the box of a 3-dimensional map at (x, y, z) (x along the contiguous dimension) into
+ * shared memory at dst, completing its bytes on bar. */
+__device__ __forceinline__ void tma_load_3d(void *dst, const CUtensorMap *map, int x, int y, int z,
+                                            uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(smem_addr(dst)),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(smem_addr(bar))
                  : "memory");
 }
 

@@ -89,6 +89,70 @@ inline int splits_for(const ktune_rpa_problem &p, int bm, int max_splits, int64_
     return want < 2 ? 1 : (int)want;
 }
 
+/* The blocks of kernel (threads and smem bytes a block) the device holds at once: its
+ * multiprocessors times the blocks one holds; 0 where the runtime cannot say. */
+template <typename Kernel> int64_t resident_blocks(Kernel *kernel, int threads, size_t smem)
+{
+    int device = 0, sms = 0, per_sm = 0;
+    const cudaDeviceAttr count = cudaDevAttrMultiProcessorCount;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, count, device) != cudaSuccess ||
+        ktune_launch::set_attributes(kernel, 1, smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) !=
+            cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return (int64_t)sms * (per_sm > 0 ? per_sm : 1);
+}
+
+/* A launch's arguments for blocks of bm rows walking bn keys a step, split in at most max_splits
+ * chunks (splits_for); the grid: the tile slots, the KV heads, the splits. False where the slots
+ * overflow a grid. */
+template <int D>
+bool args_of(const ktune_rpa_problem &p, int bm, int bn, int max_splits, int64_t resident,
+             args *a, dim3 *grid)
+{
+    const int64_t slots = tile_slots(p, bm);
+    if (slots > INT32_MAX)
+        return false;
+    a->q = p.q;
+    a->k = p.k_cache;
+    a->v = p.v_cache;
+    a->table = p.page_table;
+    a->cu_q = p.cu_q_lens;
+    a->kv_lens = p.kv_lens;
+    a->out = p.out;
+    a->seqs = (int)p.seqs;
+    a->q_heads = (int)p.q_heads;
+    a->kv_heads = (int)p.kv_heads;
+    a->group = (int)(p.q_heads / p.kv_heads);
+    a->page_size = (int)p.page_size;
+    a->max_pages = (int)p.max_pages;
+    a->num_pages = (int)p.num_pages;
+    a->total_q = (int)p.total_q;
+    a->splits = splits_for(p, bm, max_splits, resident);
+    const int64_t max_len = p.max_pages * p.page_size;
+    a->chunk_steps = (int)(((max_len + a->splits - 1) / a->splits + bn - 1) / bn);
+    a->scale_log2 = p.scale * 1.4426950408889634f;
+    a->part_o = static_cast<float *>(p.workspace);
+    a->part_lse = a->part_o + (int64_t)a->splits * a->total_q * a->q_heads * D;
+    *grid = dim3((unsigned)slots, (unsigned)p.kv_heads, (unsigned)a->splits);
+    return true;
+}
+
+/* After an attention launch of a's splits: their merge into the output (none for one split). */
+template <typename T, int D> cudaError_t merge_splits(const args &a, cudaStream_t s)
+{
+    if (a.splits == 1)
+        return cudaSuccess;
+    const int warps = 8, rows_total = a.total_q * a.q_heads;
+    return ktune_launch::launch(merge<T, D>, dim3((unsigned)((rows_total + warps - 1) / warps)),
+                                dim3(warps * 32), dim3(1, 1, 1), 0, s, (const float *)a.part_o,
+                                (const float *)a.part_lse, static_cast<T *>(a.out), rows_total,
+                                a.splits);
+}
+
 template <int WM, int WN, int MT, int BN, int STAGES, int SPLITS> struct launcher {
     /* Configurations past the registers or the shared memory a block can have (the space's
      * constraints keep them out) are not compiled for that head_dim. */
@@ -107,60 +171,19 @@ template <int WM, int WN, int MT, int BN, int STAGES, int SPLITS> struct launche
     template <typename T, int D>
     static cudaError_t run_fitting(const ktune_rpa_problem &p, cudaStream_t s)
     {
-        constexpr int BM = 16 * MT * WM;
+        constexpr int BM = 16 * MT * WM, THREADS = WM * WN * 32;
         constexpr size_t smem = smem_bytes<D, WM, WN, MT, BN, STAGES>();
         auto *const kernel = attend<T, D, WM, WN, MT, BN, STAGES>;
-        /* the blocks the device holds at once, asked once a kernel (of the device it first
-         * runs on: a process's GPUs are one model, as a table's are) */
-        static const int64_t resident = [&] {
-            int device = 0, sms = 0, per_sm = 0;
-            const cudaDeviceAttr count = cudaDevAttrMultiProcessorCount;
-            if (cudaGetDevice(&device) != cudaSuccess ||
-                cudaDeviceGetAttribute(&sms, count, device) != cudaSuccess ||
-                ktune_launch::set_attributes(kernel, 1, smem) != cudaSuccess ||
-                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WM * WN * 32,
-                                                              smem) != cudaSuccess) {
-                cudaGetLastError();
-                return (int64_t)0;
-            }
-            return (int64_t)sms * (per_sm > 0 ? per_sm : 1);
-        }();
-        const int64_t slots = tile_slots(p, BM);
-        if (slots > INT32_MAX)
-            return cudaErrorInvalidValue;
+        /* asked once a kernel (of the device it first runs on: a process's GPUs are one model,
+         * as a table's are) */
+        static const int64_t resident = resident_blocks(kernel, THREADS, smem);
         args a;
-        a.q = p.q;
-        a.k = p.k_cache;
-        a.v = p.v_cache;
-        a.table = p.page_table;
-        a.cu_q = p.cu_q_lens;
-        a.kv_lens = p.kv_lens;
-        a.out = p.out;
-        a.seqs = (int)p.seqs;
-        a.q_heads = (int)p.q_heads;
-        a.kv_heads = (int)p.kv_heads;
-        a.group = (int)(p.q_heads / p.kv_heads);
-        a.page_size = (int)p.page_size;
-        a.max_pages = (int)p.max_pages;
-        a.num_pages = (int)p.num_pages;
-        a.total_q = (int)p.total_q;
-        a.splits = splits_for(p, BM, SPLITS, resident);
-        const int64_t max_len = p.max_pages * p.page_size;
-        a.chunk_steps = (int)(((max_len + a.splits - 1) / a.splits + BN - 1) / BN);
-        a.scale_log2 = p.scale * 1.4426950408889634f;
-        const int rows_total = a.total_q * a.q_heads;
-        a.part_o = static_cast<float *>(p.workspace);
-        a.part_lse = a.part_o + (int64_t)a.splits * rows_total * D;
-        const dim3 grid((unsigned)slots, (unsigned)p.kv_heads, (unsigned)a.splits);
-        cudaError_t e = ktune_launch::launch(kernel, grid, dim3(WM * WN * 32), dim3(1, 1, 1), smem,
-                                             s, a);
-        if (e != cudaSuccess || a.splits == 1)
-            return e;
-        const int warps = 8;
-        return ktune_launch::launch(merge<T, D>, dim3((unsigned)((rows_total + warps - 1) / warps)),
-                                    dim3(warps * 32), dim3(1, 1, 1), 0, s,
-                                    (const float *)a.part_o, (const float *)a.part_lse,
-                                    static_cast<T *>(p.out), rows_total, a.splits);
+        dim3 grid;
+        if (!args_of<D>(p, BM, BN, SPLITS, resident, &a, &grid))
+            return cudaErrorInvalidValue;
+        const cudaError_t e =
+            ktune_launch::launch(kernel, grid, dim3(THREADS), dim3(1, 1, 1), smem, s, a);
+        return e == cudaSuccess ? merge_splits<T, D>(a, s) : e;
     }
 };
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "rpa_common.cuh"
+#include "rpa_wgmma.cuh"
 
 typedef cudaError_t ktune__rpa_launch_t(const ktune_rpa_problem *problem, cudaStream_t stream);
 
@@ -12,4 +13,10 @@ typedef cudaError_t ktune__rpa_launch_t(const ktune_rpa_problem *problem, cudaSt
         return ktune_rpa_impl::dispatch<                                                           \
             ktune_rpa_impl::launcher<warps_m, warps_n, mtiles, bn, stages, splits>>(problem,       \
                                                                                     stream);      \
+    }
+#define KTUNE_RPA_DEFINE_WGMMA(fn, consumers, bn, stages, splits)                                  \
+    extern "C" cudaError_t fn(const ktune_rpa_problem *problem, cudaStream_t stream)               \
+    {                                                                                              \
+        return ktune_rpa_impl::dispatch<                                                           \
+            ktune_rpa_impl::wgmma_launcher<consumers, bn, stages, splits>>(problem, stream);       \
     }

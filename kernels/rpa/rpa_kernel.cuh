@@ -111,6 +111,65 @@ __device__ __forceinline__ void find_tile(const args &a, int slot, int &seq, int
     }
 }
 
+/* What a block's tile covers: the sequence's queries from q0 (counted from cu_q_lens[0]: 0 but in
+ * a part of a batch, rpa_common.cuh) and its GQA-packed rows; the tile's rows r0 .. r_end - 1;
+ * shift, so that query j sits at position shift + j; the keys the tile's last row sees (kv_end)
+ * and the steps of BN keys this split walks, st0 .. st1 - 1. */
+struct tile_span {
+    int q0, rows, r0, r_end, shift, kv_len, kv_end, st0, st1;
+};
+
+template <int BM, int BN>
+__device__ __forceinline__ tile_span span_of(const args &a, int seq, int tile, int split)
+{
+    tile_span t;
+    int q_len;
+    queries_of(a, seq, __ldg(a.cu_q), &t.q0, &q_len);
+    t.kv_len = min(max(__ldg(a.kv_lens + seq), 0), a.max_pages * a.page_size);
+    t.rows = q_len * a.group;
+    t.r0 = tile * BM;
+    t.r_end = min(t.rows, t.r0 + BM);
+    t.shift = t.kv_len - q_len;
+    t.kv_end = max(0, min(t.kv_len, t.shift + (t.r_end - 1) / a.group + 1));
+    const int steps = (t.kv_end + BN - 1) / BN;
+    t.st0 = min(steps, split * a.chunk_steps);
+    t.st1 = min(steps, t.st0 + a.chunk_steps);
+    return t;
+}
+
+/* Packed row r of a tile's sequence (queries from q0) under KV head kvh: its row of q and out. */
+__device__ __forceinline__ int64_t row_of(const args &a, int q0, int kvh, int r)
+{
+    return (int64_t)(q0 + r / a.group) * a.q_heads + kvh * a.group + r % a.group;
+}
+
+/* A lane's share of output row `row` (of rows_total): its columns 8 dn + 2 (lane % 4) and the
+ * next, value(dn, 0) and value(dn, 1), over the row's sum (over its quad: sum) of weights whose
+ * largest score was m; the output itself, or with splits this split's normalized share and its
+ * log2-sum-exp2. */
+template <typename T, int D, typename Value>
+__device__ __forceinline__ void store_row(const args &a, int64_t row, int split, float sum, float m,
+                                          Value value, int lane)
+{
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    if (a.splits == 1) {
+        T *const out = static_cast<T *>(a.out) + row * D + (lane % 4) * 2;
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++)
+            *reinterpret_cast<uint32_t *>(out + dn * 8) =
+                pack2<T>(value(dn, 0) * inv, value(dn, 1) * inv);
+    } else {
+        const int64_t at = (int64_t)split * a.total_q * a.q_heads + row;
+        float *const out = a.part_o + at * D + (lane % 4) * 2;
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++)
+            *reinterpret_cast<float2 *>(out + dn * 8) =
+                make_float2(value(dn, 0) * inv, value(dn, 1) * inv);
+        if (lane % 4 == 0)
+            a.part_lse[at] = sum > 0.f ? m + log2f(sum) : -INFINITY;
+    }
+}
+
 template <typename T, int D, int WM, int WN, int MT, int BN, int STAGES>
 __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
 {
@@ -137,14 +196,9 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
     if (seq < 0)
         return;
     const int kvh = blockIdx.y, split = blockIdx.z, G = a.group;
-    int q0, q_len; /* counted from cu_q_lens[0]: 0 but in a part of a batch (rpa_common.cuh) */
-    queries_of(a, seq, __ldg(a.cu_q), &q0, &q_len);
-    const int kv_len = min(max(__ldg(a.kv_lens + seq), 0), a.max_pages * a.page_size);
-    const int rows = q_len * G, r0 = tile * BM, r_end = min(rows, r0 + BM);
-    const int shift = kv_len - q_len; /* query j sits at position shift + j */
-    const int kv_end = max(0, min(kv_len, shift + (r_end - 1) / G + 1));
-    const int steps = (kv_end + BN - 1) / BN;
-    const int st0 = min(steps, split * a.chunk_steps), st1 = min(steps, st0 + a.chunk_steps);
+    const tile_span span = span_of<BM, BN>(a, seq, tile, split);
+    const int q0 = span.q0, rows = span.rows, r0 = span.r0, r_end = span.r_end;
+    const int shift = span.shift, kv_end = span.kv_end, st0 = span.st0, st1 = span.st1;
     const T *const q = static_cast<const T *>(a.q);
     const T *const kc = static_cast<const T *>(a.k);
     const T *const vc = static_cast<const T *>(a.v);
@@ -155,7 +209,7 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
         const int row = i / CPR, ch = i % CPR, r = r0 + row;
         const T *src = q;
         if (r < rows)
-            src = q + ((int64_t)(q0 + r / G) * a.q_heads + kvh * G + r % G) * D + ch * 8;
+            src = q + row_of(a, q0, kvh, r) * D + ch * 8;
         cp_async16(sq + tile_at<D>(row, ch), src, r < rows ? 16 : 0);
     }
     /* a step's keys and values, read in place from their pages (tokens past kv_end: zeros) */
@@ -314,33 +368,15 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
         return;
 
     /* the rows' sums over their quads; then the output, or this split's share */
-    const int rows_total = a.total_q * a.q_heads;
 #pragma unroll
     for (int t = 0; t < MT; t++)
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const float sum = ktune_attention_mma::quad_sum(l[t][i]);
             const int r = ra + 16 * t + 8 * i;
-            if (r >= r_end)
-                continue;
-            const int64_t row = (int64_t)(q0 + r / G) * a.q_heads + kvh * G + r % G;
-            const float inv = sum > 0.f ? 1.f / sum : 0.f;
-            if (a.splits == 1) {
-                T *const out = static_cast<T *>(a.out) + row * D + (lane % 4) * 2;
-#pragma unroll
-                for (int dn = 0; dn < D / 8; dn++)
-                    *reinterpret_cast<uint32_t *>(out + dn * 8) =
-                        pack2<T>(o[t][dn][2 * i] * inv, o[t][dn][2 * i + 1] * inv);
-            } else {
-                const int64_t at = (int64_t)split * rows_total + row;
-                float *const out = a.part_o + at * D + (lane % 4) * 2;
-#pragma unroll
-                for (int dn = 0; dn < D / 8; dn++)
-                    *reinterpret_cast<float2 *>(out + dn * 8) =
-                        make_float2(o[t][dn][2 * i] * inv, o[t][dn][2 * i + 1] * inv);
-                if (lane % 4 == 0)
-                    a.part_lse[at] = sum > 0.f ? m[t][i] + log2f(sum) : -INFINITY;
-            }
+            if (r < r_end)
+                store_row<T, D>(a, row_of(a, q0, kvh, r), split, sum, m[t][i],
+                                [&](int dn, int e) { return o[t][dn][2 * i + e]; }, lane);
         }
 }
 
