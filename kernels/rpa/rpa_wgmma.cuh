@@ -65,7 +65,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     using namespace ktune_matmul_impl;
     constexpr int BM = 64 * CONSUMERS, PANELS = D / 64;
     constexpr uint32_t Q_BYTES = 64 * D * 2, TILE_BYTES = BN * D * 2, PANEL_BYTES = BN * 128;
-    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    extern __shared__ __align__(128) unsigned char smem_raw[]; /* as the mma kernel declares it */
     unsigned char *const smem = smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024;
     unsigned char *const ring = smem + CONSUMERS * Q_BYTES; /* a stage: K tile, then V tile */
     uint64_t *const full = reinterpret_cast<uint64_t *>(ring + STAGES * 2 * TILE_BYTES);
