@@ -3,6 +3,7 @@
 #pragma once
 
 #include "qkattn_common.cuh"
+#include "qkattn_wgmma.cuh"
 
 typedef cudaError_t ktune__qkattn_launch_t(const ktune_qkattn_problem *problem,
                                            cudaStream_t stream);
@@ -13,4 +14,10 @@ typedef cudaError_t ktune__qkattn_launch_t(const ktune_qkattn_problem *problem,
     {                                                                                              \
         return ktune_qkattn_impl::dispatch<ktune_qkattn_impl::launcher<                            \
             block_size_m, num_warps, block_size_n, num_stages, q_gran, k_gran>>(problem, stream);  \
+    }
+#define KTUNE_QKATTN_DEFINE_WGMMA(fn, block_size_m, block_size_n, num_stages, q_gran, k_gran)    \
+    extern "C" cudaError_t fn(const ktune_qkattn_problem *problem, cudaStream_t stream)            \
+    {                                                                                              \
+        return ktune_qkattn_impl::dispatch<ktune_qkattn_impl::wgmma_launcher<                      \
+            block_size_m, block_size_n, num_stages, q_gran, k_gran>>(problem, stream);             \
     }

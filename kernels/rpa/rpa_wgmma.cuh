@@ -22,6 +22,7 @@
  * by TMA (num_pages x page_size < 2^31). */
 #pragma once
 
+#include "../common/attention_wgmma.cuh"
 #include "../matmul/matmul_wgmma.cuh"
 #include "rpa_common.cuh"
 
@@ -35,24 +36,6 @@ template <int D, int CONSUMERS, int BN, int STAGES> constexpr size_t wgmma_smem_
            (size_t)STAGES * 2 * 8 + 1024;
 }
 
-#ifdef KTUNE_WGMMA_DEVICE
-/* A barrier of the consumers' threads (named barrier 3; 1 and 2 are each warpgroup's own). */
-template <int CONSUMERS> __device__ __forceinline__ void consumers_sync()
-{
-    asm volatile("bar.sync 3, %0;\n" ::"n"(CONSUMERS * 128) : "memory");
-}
-
-/* Keeps the compiler from reusing P's registers before the multiplies that read them retire. */
-template <int R> __device__ __forceinline__ void hold_fragments(uint32_t (&p)[R][4])
-{
-#pragma unroll
-    for (int i = 0; i < R; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            asm volatile("" : "+r"(p[i][j])::"memory");
-}
-#endif
-
 template <typename T, int D, int CONSUMERS, int BN, int STAGES>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     attend_wgmma(const __grid_constant__ CUtensorMap map_k,
@@ -63,6 +46,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                   "whole k16 steps of keys, panels of 64 channels, a ring of two or more");
 #ifdef KTUNE_WGMMA_DEVICE
     using namespace ktune_matmul_impl;
+    using namespace ktune_attention_wgmma;
     constexpr int BM = 64 * CONSUMERS, PANELS = D / 64;
     constexpr uint32_t Q_BYTES = 64 * D * 2, TILE_BYTES = BN * D * 2, PANEL_BYTES = BN * 128;
     extern __shared__ __align__(128) unsigned char smem_raw[]; /* as the mma kernel declares it */
@@ -166,13 +150,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         const int key0 = st * BN;
         unsigned char *const k_s = ring + s * 2 * TILE_BYTES, *const v_s = k_s + TILE_BYTES;
         if (key0 + BN > span.kv_end) { /* the tail: value rows past the tile's keys zeroed */
-            const int valid = span.kv_end - key0;
-            for (int i = threadIdx.x - 128; i < (BN - valid) * PANELS * 8; i += CONSUMERS * 128) {
-                const int row = valid + i / (PANELS * 8), rest = i % (PANELS * 8);
-                *reinterpret_cast<uint4 *>(v_s + (rest / 8) * PANEL_BYTES + row * 128 +
-                                           (rest % 8) * 16) = make_uint4(0, 0, 0, 0);
-            }
-            tma_store_fence();
+            zero_value_rows<PANELS, BN>(v_s, span.kv_end - key0, threadIdx.x - 128,
+                                        CONSUMERS * 128);
             consumers_sync<CONSUMERS>();
         }
         if (key0 >= kv_end) { /* nothing for this warpgroup's rows: the stage is done with */
@@ -200,39 +179,14 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 
         /* scores in log2 units, masked past each row's position on the steps that need it */
         const bool mask = key0 + BN > unmasked;
-        float mx[2] = {m[0], m[1]};
 #pragma unroll
         for (int nb = 0; nb < BN / 8; nb++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int j = key0 + nb * 8 + (lane % 4) * 2 + (e & 1);
-                float y = x[nb][e] * a.scale_log2;
-                if (mask && j > pos[e / 2])
-                    y = -INFINITY;
-                x[nb][e] = y;
-                mx[e / 2] = fmaxf(mx[e / 2], y);
+                x[nb][e] = mask && j > pos[e / 2] ? -INFINITY : x[nb][e] * a.scale_log2;
             }
-        const ktune_attention_mma::exp2_fast exp2;
-        float corr[2], base[2];
-        ktune_attention_mma::softmax_step(mx, m, l, base, corr, exp2);
-#pragma unroll
-        for (int nb = 0; nb < BN / 8; nb++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                x[nb][e] = exp2(x[nb][e] - base[e / 2]);
-                l[e / 2] += x[nb][e];
-            }
-        ktune_attention_mma::rescale(o, corr);
-        ktune_attention_mma::pack_p<T>(x, pa);
-
-        wgmma_fence_registers(o_flat);
-        wgmma_fence();
-#pragma unroll
-        for (int kb = 0; kb < BN / 16; kb++)
-            wgmma_m64k16_ra<T, D, 1>(o_flat, pa[kb],
-                                     wgmma_desc_n_major(v_addr + kb * 2048, PANEL_BYTES));
-        wgmma_commit();
-        wgmma_fence_registers(o_flat);
+        softmax_pv<T, D, BN>(x, m, l, o, pa, v_addr);
         held = s;
         ring_next<STAGES>(s, phase);
     }

@@ -1,0 +1,260 @@
+/* INT8-QK attention on wgmma (sm_90a): the attention launch of the wgmma variant; the
+ * quantization before it is the mma variant's (qkattn_kernel.cuh).
+ *
+ * A block takes BM = 64 * CONSUMERS queries of a (batch, head) (blockIdx.y; causal blocks last
+ * tile first, as mma's) and walks the keys BN a step. Warpgroup 0 is the producer: one thread
+ * copies the block's int8 queries once and each step's int8 keys and 16-bit values by TMA into a
+ * STAGES-deep ring (int8 rows of 128 bytes, head_dim 64 filled to 128 with zeros by TMA; values
+ * in 128-byte swizzled panels of 64 channels). Each consumer warpgroup owns 64 queries:
+ *   S = Q K^T on wgmma's k32 int8 multiplies (exact int32), scaled by the queries' and keys'
+ *   block scales into log2 units (scale x log2 e folded into Q's), masked; then the online
+ *   softmax and O += P V of attention_wgmma.cuh (P in the values' type from registers, V
+ *   N-major where TMA put it).
+ * A consumer's P V runs while it waits for the next stage and issues its S; two consumers take
+ * turns at the tensor cores. Keys past seq_len are the next head's (or TMA's zeros): masked, and
+ * their value rows zeroed on the tail step. */
+#pragma once
+
+#include "../common/attention_wgmma.cuh"
+#include "../qmatmul/qmatmul_wgmma.cuh"
+#include "qkattn_common.cuh"
+
+namespace ktune_qkattn_impl {
+
+/* The shared memory of a block: each consumer's queries and the ring's int8 keys (rows of 128
+ * bytes) and 16-bit values, two barriers a stage and the queries' one, and slack to align the
+ * tiles to 1024 bytes. */
+template <int D, int CONSUMERS, int BN, int STAGES> constexpr size_t wgmma_smem_bytes()
+{
+    return (size_t)CONSUMERS * 64 * 128 + (size_t)STAGES * BN * (128 + D * 2) +
+           (size_t)(2 * STAGES + 1) * 8 + 1024;
+}
+
+template <typename T, int D, int CONSUMERS, int BN, int STAGES, bool CAUSAL>
+__global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
+    attend_wgmma(const __grid_constant__ CUtensorMap map_q,
+                 const __grid_constant__ CUtensorMap map_k,
+                 const __grid_constant__ CUtensorMap map_v, const attend_args a)
+{
+    static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
+    static_assert((BN == 64 || BN == 128) && (D == 64 || D == 128) && STAGES >= 2,
+                  "k32 steps of 128-byte int8 rows, panels of 64 channels, a ring of two or more");
+#ifdef KTUNE_WGMMA_DEVICE
+    using namespace ktune_matmul_impl;
+    using namespace ktune_attention_wgmma;
+    constexpr int BM = 64 * CONSUMERS, PANELS = D / 64;
+    constexpr uint32_t Q_BYTES = 64 * 128, K_BYTES = BN * 128, V_BYTES = BN * D * 2;
+    constexpr uint32_t STAGE_BYTES = K_BYTES + V_BYTES;
+    extern __shared__ __align__(128) unsigned char smem_raw[]; /* as the mma kernel declares it */
+    unsigned char *const smem = smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024;
+    unsigned char *const ring = smem + CONSUMERS * Q_BYTES; /* a stage: K tile, then V tile */
+    uint64_t *const full = reinterpret_cast<uint64_t *>(ring + STAGES * STAGE_BYTES);
+    uint64_t *const empty = full + STAGES, *const q_full = empty + STAGES;
+
+    const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128, lane = threadIdx.x % 32;
+    const int tile = CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+    const int r0 = tile * BM, seq = a.seq, first = (int)blockIdx.y * seq; /* the head's row 0 */
+    const int kv_end = CAUSAL ? min(seq, r0 + BM) : seq;
+    const int steps = (kv_end + BN - 1) / BN;
+    ring_barriers_setup<STAGES>(full, empty, 1, CONSUMERS);
+    if (threadIdx.x == 0) {
+        barrier_init(q_full, 1);
+        barrier_init_fence();
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) {
+        if constexpr (CONSUMERS > 1)
+            registers_lower<40>();
+        if (tid == 0) {
+            barrier_expect(q_full, CONSUMERS * Q_BYTES);
+            for (int c = 0; c < CONSUMERS; c++)
+                tma_load(smem + c * Q_BYTES, &map_q, 0, first + r0 + c * 64, q_full);
+            int s = 0, phase = 0;
+            for (int st = 0; st < steps; st++) {
+                barrier_wait(&empty[s], phase ^ 1); /* the consumers are done with the stage */
+                barrier_expect(&full[s], STAGE_BYTES);
+                unsigned char *const k_s = ring + s * STAGE_BYTES, *const v_s = k_s + K_BYTES;
+                tma_load(k_s, &map_k, 0, first + st * BN, &full[s]);
+#pragma unroll
+                for (int p = 0; p < PANELS; p++)
+                    tma_load(v_s + p * BN * 128, &map_v, p * 64, first + st * BN, &full[s]);
+                ring_next<STAGES>(s, phase);
+            }
+        }
+        return; /* the consumers wait for every copy this thread issued */
+    }
+
+    if constexpr (CONSUMERS > 1)
+        registers_raise<232>();
+    const int consumer = warpgroup - 1, warp = tid / 32;
+    const int rc0 = r0 + consumer * 64; /* this warpgroup's first query */
+    const bool busy = rc0 < seq;
+    /* the keys this warpgroup's last query sees, and those every one of its queries sees */
+    const int my_end = !busy ? 0 : CAUSAL ? min(seq, rc0 + 64) : seq;
+    const int unmasked = CAUSAL ? min(seq, rc0 + 1) : seq;
+    const int ra = rc0 + warp * 16 + lane / 4; /* this thread's rows: ra and ra + 8 */
+    const float *const ks = a.k_scale + blockIdx.y * a.scale_stride;
+    float qs[2], m[2], l[2] = {0.f, 0.f}, o[D / 8][4] = {};
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int r = ra + 8 * i;
+        qs[i] = r < seq ? __ldg(a.q_scale + blockIdx.y * a.scale_stride + (r >> a.q_shift))
+                        : 1.f; /* rows past seq_len: not stored */
+        m[i] = -INFINITY;
+    }
+    float(&o_flat)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&o[0][0]);
+    const uint32_t q_addr = smem_addr(smem + consumer * Q_BYTES);
+    uint32_t pa[BN / 16][4] = {};
+    barrier_wait(q_full, 0);
+    int s = 0, phase = 0, held = -1; /* held: the stage whose P V is in flight */
+    for (int st = 0; st < steps; st++) {
+        barrier_wait(&full[s], phase);
+        const int key0 = st * BN;
+        unsigned char *const k_s = ring + s * STAGE_BYTES, *const v_s = k_s + K_BYTES;
+        if (key0 + BN > seq) { /* the tail: value rows past seq_len zeroed */
+            zero_value_rows<PANELS, BN>(v_s, seq - key0, threadIdx.x - 128, CONSUMERS * 128);
+            consumers_sync<CONSUMERS>();
+        }
+        if (key0 >= my_end) { /* nothing for this warpgroup's queries: the stage is done with */
+            if (tid == 0)
+                barrier_arrive(&empty[s]);
+            ring_next<STAGES>(s, phase);
+            continue;
+        }
+        /* a lane's two keys of each n8 block share a scale (k_gran is even); keys past seq_len
+         * take 1 (they are masked); loaded first, to arrive while the tensor cores run */
+        float kscale[BN / 8];
+#pragma unroll
+        for (int nb = 0; nb < BN / 8; nb++) {
+            const int j = key0 + nb * 8 + (lane % 4) * 2;
+            kscale[nb] = j < seq ? __ldg(ks + (j >> a.k_shift)) : 1.f;
+        }
+        int32_t sc[BN / 8][4];
+        int32_t(&sc_flat)[BN / 2] = *reinterpret_cast<int32_t(*)[BN / 2]>(&sc[0][0]);
+        const uint32_t k_addr = smem_addr(k_s);
+        wgmma_fence_registers(sc_flat);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 32; kk++)
+            ktune_qmatmul_impl::wgmma_m64k32<int8_t, BN>(sc_flat, wgmma_desc(q_addr + kk * 32),
+                                                         wgmma_desc(k_addr + kk * 32), kk > 0);
+        wgmma_commit();
+        wgmma_wait<0>(); /* this step's S and the previous step's P V */
+        wgmma_fence_registers(sc_flat);
+        wgmma_fence_registers(o_flat);
+        hold_fragments(pa);
+        if (held >= 0 && tid == 0)
+            barrier_arrive(&empty[held]);
+
+        /* a score in log2 units: the int32 sum as a float (|x| < 2^22: exact by the magic-number
+         * conversion) times the row's and the key's scales; masked past seq_len and, causal,
+         * past the row's own position */
+        const bool mask = key0 + BN > unmasked;
+        float x[BN / 8][4];
+#pragma unroll
+        for (int nb = 0; nb < BN / 8; nb++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int j = key0 + nb * 8 + (lane % 4) * 2 + (e & 1);
+                const float y = __int_as_float(sc[nb][e] + 0x4B400000) - 12582912.f;
+                x[nb][e] = mask && (j >= seq || (CAUSAL && j > ra + 8 * (e / 2)))
+                               ? -INFINITY
+                               : y * (qs[e / 2] * kscale[nb]);
+            }
+        softmax_pv<T, D, BN>(x, m, l, o, pa, smem_addr(v_s));
+        held = s;
+        ring_next<STAGES>(s, phase);
+    }
+    wgmma_wait<0>();
+    wgmma_fence_registers(o_flat);
+    hold_fragments(pa);
+    if (held >= 0 && tid == 0)
+        barrier_arrive(&empty[held]);
+    if (!busy)
+        return;
+
+    /* the rows' sums over their quads, then the output */
+    T *const out = static_cast<T *>(a.out) + (int64_t)first * D + (lane % 4) * 2;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const float sum = ktune_attention_mma::quad_sum(l[i]);
+        const int r = ra + 8 * i;
+        if (r >= seq)
+            continue;
+        const float inv = sum > 0.f ? 1.f / sum : 0.f;
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++)
+            *reinterpret_cast<uint32_t *>(out + (int64_t)r * D + dn * 8) =
+                pack2<T>(o[dn][2 * i] * inv, o[dn][2 * i + 1] * inv);
+    }
+#else
+    (void)map_q, (void)map_k, (void)map_v, (void)a;
+#endif
+}
+
+/* The family's first default (spaces/qkattn.yaml), for what TMA cannot address. */
+using wgmma_fallback = launcher<128, 8, 64, 2, 32, 64>;
+
+template <int BM, int BN, int STAGES, int QG, int KG> struct wgmma_launcher {
+    static constexpr int CONSUMERS = BM / 64;
+    static_assert(BM == 64 || BM == 128, "one or two consumers of 64 queries");
+    static_assert(QG >= KTUNE_QKATTN_MIN_QUANT_BLOCK && KG >= KTUNE_QKATTN_MIN_QUANT_BLOCK &&
+                      (QG & (QG - 1)) == 0 && (KG & (KG - 1)) == 0,
+                  "blocks of at least the workspace's finest, powers of two (found by a shift)");
+    /* Configurations past the registers (O, S, P and the keys' scales a thread) or the shared
+     * memory a block can have (the space's constraints keep them out) are not compiled for that
+     * head_dim. */
+    template <int D>
+    static constexpr bool fits = D / 2 + 7 * BN / 8 <= 176 &&
+                                 wgmma_smem_bytes<D, CONSUMERS, BN, STAGES>() <= 232448;
+
+    template <typename T, int D>
+    static cudaError_t run(const ktune_qkattn_problem &p, cudaStream_t s)
+    {
+        if constexpr (!fits<D>)
+            return cudaErrorNotSupported;
+        else
+            return run_fitting<T, D>(p, s);
+    }
+
+    template <typename T, int D>
+    static cudaError_t run_fitting(const ktune_qkattn_problem &p, cudaStream_t s)
+    {
+        using namespace ktune_matmul_impl;
+        if (!KTUNE_SM90A) /* the kernel has no code in this build */
+            return cudaErrorNotSupported;
+        const workspace w = workspace_of(p);
+        const int64_t rows = p.batch * p.heads * p.seq_len;
+        CUtensorMap map_q, map_k, map_v;
+        if (rows + BM > INT32_MAX ||
+            !ktune_qmatmul_impl::byte_tensor_map(&map_q, w.q, rows, D, 64) ||
+            !ktune_qmatmul_impl::byte_tensor_map(&map_k, w.k, rows, D, BN) ||
+            !tensor_map<T>(&map_v, p.v, rows, D, BN))
+            return wgmma_fallback::run<T, D>(p, s);
+        cudaError_t e = quantize_all<T, D>(p, w, QG, KG, s);
+        if (e != cudaSuccess)
+            return e;
+        attend_args a;
+        a.q = w.q;
+        a.k = w.k;
+        a.q_scale = w.q_scale;
+        a.k_scale = w.k_scale;
+        a.v = p.v;
+        a.out = p.out;
+        a.seq = (int)p.seq_len;
+        a.q_shift = __builtin_ctz(QG);
+        a.k_shift = __builtin_ctz(KG);
+        a.scale_stride = scale_stride(p.seq_len);
+        constexpr size_t smem = wgmma_smem_bytes<D, CONSUMERS, BN, STAGES>();
+        const dim3 grid((unsigned)((p.seq_len + BM - 1) / BM), (unsigned)(p.batch * p.heads));
+        const dim3 block((CONSUMERS + 1) * 128);
+        return p.causal
+                   ? ktune_launch::launch(attend_wgmma<T, D, CONSUMERS, BN, STAGES, true>, grid,
+                                          block, dim3(1, 1, 1), smem, s, map_q, map_k, map_v, a)
+                   : ktune_launch::launch(attend_wgmma<T, D, CONSUMERS, BN, STAGES, false>, grid,
+                                          block, dim3(1, 1, 1), smem, s, map_q, map_k, map_v, a);
+    }
+};
+
+} // namespace ktune_qkattn_impl
