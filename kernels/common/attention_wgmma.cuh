@@ -1,13 +1,16 @@
-/* What the attention kernels on wgmma share (rpa, qkattn; sm_90a): a consumer warpgroup's step
- * after its scores S (64 x BN, the accumulator fragments of wgmma, laid out as mma.sync's m16n8
- * accumulators: thread t of warp w holds rows 16 w + t / 4 and + 8, columns 8 nb + 2 (t % 4) and
- * the next in x[nb][0..1] and x[nb][2..3]): the online softmax on them, P rounded to 16 bits in
- * registers, and O += P V issued on wgmma with V N-major in shared memory (the value rows as
- * stored: 128-byte swizzled panels of 64 channels, BN rows each). */
+/* What the attention kernels on wgmma share (rpa, qkattn; sm_90a): a consumer warpgroup's walk
+ * over a block's steps of keys, fed by a producer's ring: its scores S (64 x BN, the accumulator
+ * fragments of wgmma, laid out as mma.sync's m16n8 accumulators: thread t of warp w holds rows
+ * 16 w + t / 4 and + 8, columns 8 nb + 2 (t % 4) and the next in x[nb][0..1] and x[nb][2..3]),
+ * the online softmax on them, P rounded to 16 bits in registers, and O += P V on wgmma with V
+ * N-major in shared memory (the value rows as stored: 128-byte swizzled panels of 64 channels,
+ * BN rows each). */
 #pragma once
 
-#include "../matmul/matmul_wgmma_ops.cuh"
+#include "../matmul/matmul_wgmma.cuh"
 #include "attention_mma.cuh"
+
+#include <type_traits>
 
 namespace ktune_attention_wgmma {
 
@@ -45,43 +48,117 @@ __device__ __forceinline__ void zero_value_rows(unsigned char *v_s, int valid, i
     ktune_matmul_impl::tma_store_fence();
 }
 
-/* The step after the scores x (log2 units, masked keys -inf; this thread's two rows' running max
- * m and sum l move on): the weights, O (o, D / 8 blocks of 8 channels) rescaled, P packed into
- * pa, and O += P V issued on the stage's values at shared address v_addr and committed (not
- * waited for: pa must stay untouched, hold_fragments, until a wgmma_wait retires it). */
-template <typename T, int D, int BN>
-__device__ __forceinline__ void softmax_pv(float (&x)[BN / 8][4], float (&m)[2], float (&l)[2],
-                                           float (&o)[D / 8][4], uint32_t (&pa)[BN / 16][4],
-                                           uint32_t v_addr)
+/* Where a block's ring lies: STAGES stages of stage_bytes from base, each a key tile and then,
+ * v_offset bytes in, the value tile; each stage's full and empty barriers. */
+struct ring_view {
+    unsigned char *base;
+    uint32_t stage_bytes, v_offset;
+    uint64_t *full, *empty;
+};
+
+/* A consumer warpgroup's walk over a block's steps of BN keys, st0 .. st1 - 1 (the ring's stages
+ * from 0 in turn, as the producer fills them); the block's keys end at kv_end (the tail step's
+ * value rows past it are zeroed by all consumers together), this warpgroup's at my_end: it
+ * multiplies the steps below my_end and frees the others as they arrive.
+ *
+ * Per step: issue_s(st, stage) issues and commits S = Q K^T of the stage's keys into storage of
+ * the caller's; scores(st, x, c) reads it (the multiplies done) into x, masked keys -inf, with
+ * c[nb][i] > 0 the factor into log2 units of n8 block nb in this thread's row i (the fragment
+ * layout of attention_mma.cuh). Then the online softmax (m, l: this thread's two rows' running
+ * max and sum), O (o) rescaled and O += P V issued with P in registers. The order overlaps each
+ * step's softmax with the previous step's P V on the tensor cores: only S is waited for. */
+template <typename T, int D, int BN, int PANELS, int CONSUMERS, int STAGES, typename IssueS,
+          typename Scores>
+__device__ __forceinline__ void consume(const ring_view &r, int st0, int st1, int kv_end,
+                                        int my_end, float (&m)[2], float (&l)[2],
+                                        float (&o)[D / 8][4], IssueS issue_s, Scores scores)
 {
     using namespace ktune_matmul_impl;
-    float mx[2] = {m[0], m[1]};
-#pragma unroll
-    for (int nb = 0; nb < BN / 8; nb++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            mx[e / 2] = fmaxf(mx[e / 2], x[nb][e]);
-    const ktune_attention_mma::exp2_fast exp2;
-    float corr[2], base[2];
-    ktune_attention_mma::softmax_step(mx, m, l, base, corr, exp2);
-#pragma unroll
-    for (int nb = 0; nb < BN / 8; nb++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            x[nb][e] = exp2(x[nb][e] - base[e / 2]);
-            l[e / 2] += x[nb][e];
+    const int tid = threadIdx.x % 128;
+    int s = 0, phase = 0;
+    /* step st's stage (s) filled; on the tail step, its value rows past kv_end zeroed */
+    auto acquire = [&](int st) {
+        barrier_wait(&r.full[s], phase);
+        if (st * BN + BN > kv_end) {
+            zero_value_rows<PANELS, BN>(r.base + s * r.stage_bytes + r.v_offset, kv_end - st * BN,
+                                        threadIdx.x - 128, CONSUMERS * 128);
+            consumers_sync<CONSUMERS>();
         }
-    ktune_attention_mma::rescale(o, corr);
-    ktune_attention_mma::pack_p<T>(x, pa);
-
+    };
     float(&o_flat)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&o[0][0]);
-    wgmma_fence_registers(o_flat);
-    wgmma_fence();
+    const int last = min(st1, (my_end + BN - 1) / BN); /* steps st0 .. last - 1 multiplied */
+    uint32_t pa[BN / 16][4] = {};
+    int held = -1; /* the stage whose P V is in flight */
+    if (st0 < last) {
+        acquire(st0);
+        issue_s(st0, s);
+        wgmma_wait<0>();
+    }
+    /* one step; NEXT: the next step's S issued in it (static, so that the waits are too and the
+     * compiler can see which multiplies are in flight) */
+    auto step = [&](int st, auto next) {
+        constexpr bool NEXT = decltype(next)::value;
+        float x[BN / 8][4], c[BN / 8][2];
+        scores(st, x, c);
+        /* the weights, while the previous step's P V runs */
+        float mx[2] = {m[0], m[1]};
 #pragma unroll
-    for (int kb = 0; kb < BN / 16; kb++) /* 16 value rows: two 8-row atoms of 1024 bytes */
-        wgmma_m64k16_ra<T, D, 1>(o_flat, pa[kb], wgmma_desc_n_major(v_addr + kb * 2048, BN * 128));
-    wgmma_commit();
+        for (int nb = 0; nb < BN / 8; nb++)
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+                mx[i] = fmaxf(mx[i], fmaxf(x[nb][2 * i], x[nb][2 * i + 1]) * c[nb][i]);
+        const ktune_attention_mma::exp2_fast exp2;
+        float corr[2], base[2];
+        ktune_attention_mma::softmax_step(mx, m, l, base, corr, exp2);
+#pragma unroll
+        for (int nb = 0; nb < BN / 8; nb++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                x[nb][e] = exp2(fmaf(x[nb][e], c[nb][e / 2], -base[e / 2]));
+                l[e / 2] += x[nb][e];
+            }
+        wgmma_wait<0>(); /* the previous step's P V: its stage is free, O and P are ours */
+        wgmma_fence_registers(o_flat);
+        hold_fragments(pa);
+        if (held >= 0 && tid == 0)
+            barrier_arrive(&r.empty[held]);
+        ktune_attention_mma::rescale(o, corr);
+        ktune_attention_mma::pack_p<T>(x, pa);
+        const int cur = s;
+        ring_next<STAGES>(s, phase);
+        if constexpr (NEXT) { /* the next step's S goes first: the softmax waits for it */
+            acquire(st + 1);
+            issue_s(st + 1, s);
+        }
+        wgmma_fence_registers(o_flat);
+        wgmma_fence();
+        const uint32_t v_addr = smem_addr(r.base + cur * r.stage_bytes + r.v_offset);
+#pragma unroll
+        for (int kb = 0; kb < BN / 16; kb++) /* 16 value rows: two 8-row atoms of 1024 bytes */
+            wgmma_m64k16_ra<T, D, 1>(o_flat, pa[kb],
+                                     wgmma_desc_n_major(v_addr + kb * 2048, BN * 128));
+        wgmma_commit();
+        wgmma_fence_registers(o_flat);
+        held = cur;
+        if constexpr (NEXT)
+            wgmma_wait<1>(); /* the next step's S (this step's P V may run on) */
+    };
+    int st = st0;
+    for (; st + 1 < last; st++)
+        step(st, std::true_type());
+    if (st < last)
+        step(st, std::false_type());
+    wgmma_wait<0>();
     wgmma_fence_registers(o_flat);
+    hold_fragments(pa);
+    if (held >= 0 && tid == 0)
+        barrier_arrive(&r.empty[held]);
+    for (st = max(st0, last); st < st1; st++) { /* steps past this warpgroup's keys */
+        acquire(st);
+        if (tid == 0)
+            barrier_arrive(&r.empty[s]);
+        ring_next<STAGES>(s, phase);
+    }
 }
 #endif
 

@@ -80,19 +80,19 @@ __device__ __forceinline__ uint64_t wgmma_desc_n_major(uint32_t addr, uint32_t p
 #define KTUNE_WGMMA_D256                                                                           \
     KTUNE_WGMMA_F32(0), KTUNE_WGMMA_F32(32), KTUNE_WGMMA_F32(64), KTUNE_WGMMA_F32(96)
 /* d (64 x N, fp32) += a (64 x 16, descriptor da) * b (N x 16, descriptor db)^T; A, B, S are the
- * operand numbers of da, db and the scale-d flag (always 1: accumulate). */
+ * operand numbers of da, db and the scale-d flag (ACC: 1 accumulates, 0 overwrites). */
 #define KTUNE_WGMMA_(N, TY, A, B, S)                                                               \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #S ", 0;\n"                                  \
                  "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" KTUNE_WGMMA_R##N \
                  "}, %" #A ", %" #B ", p, 1, 1, 0, 0;\n}\n"                                        \
                  : KTUNE_WGMMA_D##N                                                                \
-                 : "l"(da), "l"(db), "n"(1))
+                 : "l"(da), "l"(db), "n"(ACC))
 
-/* One warpgroup's d (64 x N) += a b^T over a 16-wide k step; both tiles K-major in shared
- * memory. d holds the warpgroup's accumulator fragment: thread t of warp w has rows
- * 16 w + t / 4 and 16 w + t / 4 + 8, columns 8 j + 2 (t % 4) and the next, in
+/* One warpgroup's d (64 x N) += a b^T over a 16-wide k step (d = a b^T where ACC is 0); both
+ * tiles K-major in shared memory. d holds the warpgroup's accumulator fragment: thread t of warp
+ * w has rows 16 w + t / 4 and 16 w + t / 4 + 8, columns 8 j + 2 (t % 4) and the next, in
  * d[4 j .. 4 j + 3]. */
-template <typename T, int N>
+template <typename T, int N, int ACC = 1>
 __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], uint64_t da, uint64_t db)
 {
 #ifdef KTUNE_WGMMA_DEVICE

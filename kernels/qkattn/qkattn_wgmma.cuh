@@ -9,9 +9,9 @@
  *   S = Q K^T on wgmma's k32 int8 multiplies (exact int32), scaled by the queries' and keys'
  *   block scales into log2 units (scale x log2 e folded into Q's), masked; then the online
  *   softmax and O += P V of attention_wgmma.cuh (P in the values' type from registers, V
- *   N-major where TMA put it).
- * A consumer's P V runs while it waits for the next stage and issues its S; two consumers take
- * turns at the tensor cores. Keys past seq_len are the next head's (or TMA's zeros): masked, and
+ *   N-major where TMA put it), whose order overlaps a step's softmax with the previous step's
+ *   P V.
+ * Two consumers take turns at the tensor cores. Keys past seq_len are the next head's (or TMA's zeros): masked, and
  * their value rows zeroed on the tail step. */
 #pragma once
 
@@ -103,36 +103,19 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                         : 1.f; /* rows past seq_len: not stored */
         m[i] = -INFINITY;
     }
-    float(&o_flat)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&o[0][0]);
     const uint32_t q_addr = smem_addr(smem + consumer * Q_BYTES);
-    uint32_t pa[BN / 16][4] = {};
-    barrier_wait(q_full, 0);
-    int s = 0, phase = 0, held = -1; /* held: the stage whose P V is in flight */
-    for (int st = 0; st < steps; st++) {
-        barrier_wait(&full[s], phase);
-        const int key0 = st * BN;
-        unsigned char *const k_s = ring + s * STAGE_BYTES, *const v_s = k_s + K_BYTES;
-        if (key0 + BN > seq) { /* the tail: value rows past seq_len zeroed */
-            zero_value_rows<PANELS, BN>(v_s, seq - key0, threadIdx.x - 128, CONSUMERS * 128);
-            consumers_sync<CONSUMERS>();
-        }
-        if (key0 >= my_end) { /* nothing for this warpgroup's queries: the stage is done with */
-            if (tid == 0)
-                barrier_arrive(&empty[s]);
-            ring_next<STAGES>(s, phase);
-            continue;
-        }
-        /* a lane's two keys of each n8 block share a scale (k_gran is even); keys past seq_len
-         * take 1 (they are masked); loaded first, to arrive while the tensor cores run */
-        float kscale[BN / 8];
+    int32_t sc[BN / 8][4]; /* S, as the multiplies leave it */
+    int32_t(&sc_flat)[BN / 2] = *reinterpret_cast<int32_t(*)[BN / 2]>(&sc[0][0]);
+    /* the step's keys' scales, a block of 64 keys each (k_gran is a multiple of 64); keys past
+     * seq_len take 1 (they are masked); loaded as the multiplies are issued, to arrive meanwhile */
+    float kscale[BN / 64];
+    auto issue_s = [&](int st, int stage) {
 #pragma unroll
-        for (int nb = 0; nb < BN / 8; nb++) {
-            const int j = key0 + nb * 8 + (lane % 4) * 2;
-            kscale[nb] = j < seq ? __ldg(ks + (j >> a.k_shift)) : 1.f;
+        for (int g = 0; g < BN / 64; g++) {
+            const int j = st * BN + g * 64;
+            kscale[g] = j < seq ? __ldg(ks + (j >> a.k_shift)) : 1.f;
         }
-        int32_t sc[BN / 8][4];
-        int32_t(&sc_flat)[BN / 2] = *reinterpret_cast<int32_t(*)[BN / 2]>(&sc[0][0]);
-        const uint32_t k_addr = smem_addr(k_s);
+        const uint32_t k_addr = smem_addr(ring + stage * STAGE_BYTES);
         wgmma_fence_registers(sc_flat);
         wgmma_fence();
 #pragma unroll
@@ -140,37 +123,30 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             ktune_qmatmul_impl::wgmma_m64k32<int8_t, BN>(sc_flat, wgmma_desc(q_addr + kk * 32),
                                                          wgmma_desc(k_addr + kk * 32), kk > 0);
         wgmma_commit();
-        wgmma_wait<0>(); /* this step's S and the previous step's P V */
         wgmma_fence_registers(sc_flat);
-        wgmma_fence_registers(o_flat);
-        hold_fragments(pa);
-        if (held >= 0 && tid == 0)
-            barrier_arrive(&empty[held]);
-
-        /* a score in log2 units: the int32 sum as a float (|x| < 2^22: exact by the magic-number
-         * conversion) times the row's and the key's scales; masked past seq_len and, causal,
-         * past the row's own position */
+    };
+    /* a score: the int32 sum as a float (|x| < 2^22: exact by the magic-number conversion),
+     * masked past seq_len and, causal, past the row's own position; into log2 units by the row's
+     * and the key's scales (scale x log2 e folded into the queries') */
+    auto scores = [&](int st, float(&x)[BN / 8][4], float(&c)[BN / 8][2]) {
+        wgmma_fence_registers(sc_flat);
+        const int key0 = st * BN;
         const bool mask = key0 + BN > unmasked;
-        float x[BN / 8][4];
 #pragma unroll
         for (int nb = 0; nb < BN / 8; nb++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int j = key0 + nb * 8 + (lane % 4) * 2 + (e & 1);
                 const float y = __int_as_float(sc[nb][e] + 0x4B400000) - 12582912.f;
-                x[nb][e] = mask && (j >= seq || (CAUSAL && j > ra + 8 * (e / 2)))
-                               ? -INFINITY
-                               : y * (qs[e / 2] * kscale[nb]);
+                x[nb][e] =
+                    mask && (j >= seq || (CAUSAL && j > ra + 8 * (e / 2))) ? -INFINITY : y;
+                c[nb][e / 2] = qs[e / 2] * kscale[nb / 8];
             }
-        softmax_pv<T, D, BN>(x, m, l, o, pa, smem_addr(v_s));
-        held = s;
-        ring_next<STAGES>(s, phase);
-    }
-    wgmma_wait<0>();
-    wgmma_fence_registers(o_flat);
-    hold_fragments(pa);
-    if (held >= 0 && tid == 0)
-        barrier_arrive(&empty[held]);
+    };
+    const ring_view rv = {ring, STAGE_BYTES, K_BYTES, full, empty};
+    barrier_wait(q_full, 0);
+    consume<T, D, BN, PANELS, CONSUMERS, STAGES>(rv, 0, steps, seq, my_end, m, l, o, issue_s,
+                                                 scores);
     if (!busy)
         return;
 
@@ -199,14 +175,14 @@ using wgmma_fallback = launcher<128, 8, 64, 2, 32, 64>;
 template <int BM, int BN, int STAGES, int QG, int KG> struct wgmma_launcher {
     static constexpr int CONSUMERS = BM / 64;
     static_assert(BM == 64 || BM == 128, "one or two consumers of 64 queries");
-    static_assert(QG >= KTUNE_QKATTN_MIN_QUANT_BLOCK && KG >= KTUNE_QKATTN_MIN_QUANT_BLOCK &&
-                      (QG & (QG - 1)) == 0 && (KG & (KG - 1)) == 0,
-                  "blocks of at least the workspace's finest, powers of two (found by a shift)");
-    /* Configurations past the registers (O, S, P and the keys' scales a thread) or the shared
-     * memory a block can have (the space's constraints keep them out) are not compiled for that
-     * head_dim. */
+    static_assert(QG >= KTUNE_QKATTN_MIN_QUANT_BLOCK && KG >= 64 && (QG & (QG - 1)) == 0 &&
+                      (KG & (KG - 1)) == 0,
+                  "blocks of at least the workspace's finest, powers of two (found by a shift); "
+                  "a key scale for 64 keys or more (one load for each 64 keys of a step)");
+    /* Configurations past the registers (O, S and P a thread) or the shared memory a block can
+     * have (the space's constraints keep them out) are not compiled for that head_dim. */
     template <int D>
-    static constexpr bool fits = D / 2 + 7 * BN / 8 <= 176 &&
+    static constexpr bool fits = D / 2 + 3 * BN / 4 <= 176 &&
                                  wgmma_smem_bytes<D, CONSUMERS, BN, STAGES>() <= 232448;
 
     template <typename T, int D>

@@ -7,15 +7,13 @@
  * is min(page_size, BN) tokens of one page: a box of a 3-dimensional map of the cache, tokens x
  * KV heads x head_dim) into a STAGES-deep ring, in 128-byte swizzled panels of 64 channels; the
  * pieces past the tile's last key are not read. Each consumer warpgroup owns 64 rows, its
- * queries loaded once into shared memory, and for each step of keys it sees:
- *   S = Q K^T on wgmma (m64 x BN, both operands K-major in shared memory), an online softmax in
- *   fp32 on S's accumulator fragments (the layout of mma.sync's m16n8 accumulators, so the
- *   attention_mma.cuh steps serve), P rounded to 16 bits in registers as the A operand of
- *   O += P V (m64 x head_dim, V N-major in shared memory: the cache's own layout).
- * P V runs while the consumer waits for the next stage and issues its S; the stage of a step is
- * freed once its P V is done. Two consumers take turns at the tensor cores. On the tail step
- * (keys past the tile's last key), the consumers zero those value rows before multiplying: their
- * weights are 0, but memory of a page past a sequence's length may hold anything, NaN included.
+ * queries loaded once into shared memory, and for each step of keys it sees runs S = Q K^T on
+ * wgmma (m64 x BN, both operands K-major in shared memory) and the online softmax and
+ * O += P V of attention_wgmma.cuh (V N-major in shared memory: the cache's own layout), whose
+ * order overlaps a step's softmax with the previous step's P V. Two consumers take turns at the
+ * tensor cores. On the tail step (keys past the tile's last key), the consumers zero those value
+ * rows before multiplying: their weights are 0, but memory of a page past a sequence's length may
+ * hold anything, NaN included.
  *
  * Constraints (else the launcher runs the mma default): a piece must be whole in a step
  * (page_size a multiple of BN or BN a multiple of page_size) and the cache's tokens addressable
@@ -141,60 +139,43 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         m[i] = -INFINITY;
         pos[i] = span.shift + (ra + 8 * i) / G;
     }
-    float(&o_flat)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&o[0][0]);
     const uint32_t q_addr = smem_addr(q_s);
-    uint32_t pa[BN / 16][4] = {};
-    int s = 0, phase = 0, held = -1; /* held: the stage whose P V is in flight */
-    for (int st = span.st0; st < span.st1; st++) {
-        barrier_wait(&full[s], phase);
-        const int key0 = st * BN;
-        unsigned char *const k_s = ring + s * 2 * TILE_BYTES, *const v_s = k_s + TILE_BYTES;
-        if (key0 + BN > span.kv_end) { /* the tail: value rows past the tile's keys zeroed */
-            zero_value_rows<PANELS, BN>(v_s, span.kv_end - key0, threadIdx.x - 128,
-                                        CONSUMERS * 128);
-            consumers_sync<CONSUMERS>();
-        }
-        if (key0 >= kv_end) { /* nothing for this warpgroup's rows: the stage is done with */
-            if (tid == 0)
-                barrier_arrive(&empty[s]);
-            ring_next<STAGES>(s, phase);
-            continue;
-        }
-        float x[BN / 8][4] = {};
-        float(&x_flat)[BN / 2] = *reinterpret_cast<float(*)[BN / 2]>(&x[0][0]);
-        const uint32_t k_addr = smem_addr(k_s), v_addr = smem_addr(v_s);
-        wgmma_fence_registers(x_flat);
+    float sc[BN / 8][4]; /* S, as the multiplies leave it */
+    float(&sc_flat)[BN / 2] = *reinterpret_cast<float(*)[BN / 2]>(&sc[0][0]);
+    auto issue_s = [&](int, int stage) {
+        const uint32_t k_addr = smem_addr(ring + stage * 2 * TILE_BYTES);
+        wgmma_fence_registers(sc_flat);
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++)
-            wgmma_m64k16<T, BN>(x_flat, wgmma_desc(q_addr + (kk / 4) * 64 * 128 + (kk % 4) * 32),
-                                wgmma_desc(k_addr + (kk / 4) * PANEL_BYTES + (kk % 4) * 32));
+        for (int kk = 0; kk < D / 16; kk++) {
+            const uint64_t da = wgmma_desc(q_addr + (kk / 4) * 64 * 128 + (kk % 4) * 32);
+            const uint64_t db = wgmma_desc(k_addr + (kk / 4) * PANEL_BYTES + (kk % 4) * 32);
+            if (kk == 0)
+                wgmma_m64k16<T, BN, 0>(sc_flat, da, db);
+            else
+                wgmma_m64k16<T, BN>(sc_flat, da, db);
+        }
         wgmma_commit();
-        wgmma_wait<0>(); /* this step's S and the previous step's P V */
-        wgmma_fence_registers(x_flat);
-        wgmma_fence_registers(o_flat);
-        hold_fragments(pa);
-        if (held >= 0 && tid == 0)
-            barrier_arrive(&empty[held]);
-
-        /* scores in log2 units, masked past each row's position on the steps that need it */
+        wgmma_fence_registers(sc_flat);
+    };
+    /* scores masked past each row's position on the steps that need it, in log2 units by
+     * scale * log2 e */
+    auto scores = [&](int st, float(&x)[BN / 8][4], float(&c)[BN / 8][2]) {
+        wgmma_fence_registers(sc_flat);
+        const int key0 = st * BN;
         const bool mask = key0 + BN > unmasked;
 #pragma unroll
         for (int nb = 0; nb < BN / 8; nb++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int j = key0 + nb * 8 + (lane % 4) * 2 + (e & 1);
-                x[nb][e] = mask && j > pos[e / 2] ? -INFINITY : x[nb][e] * a.scale_log2;
+                x[nb][e] = mask && j > pos[e / 2] ? -INFINITY : sc[nb][e];
+                c[nb][e / 2] = a.scale_log2;
             }
-        softmax_pv<T, D, BN>(x, m, l, o, pa, v_addr);
-        held = s;
-        ring_next<STAGES>(s, phase);
-    }
-    wgmma_wait<0>();
-    wgmma_fence_registers(o_flat);
-    hold_fragments(pa);
-    if (held >= 0 && tid == 0)
-        barrier_arrive(&empty[held]);
+    };
+    const ring_view rv = {ring, 2 * TILE_BYTES, TILE_BYTES, full, empty};
+    consume<T, D, BN, PANELS, CONSUMERS, STAGES>(rv, span.st0, span.st1, span.kv_end, kv_end, m,
+                                                 l, o, issue_s, scores);
     if (!busy)
         return;
 
