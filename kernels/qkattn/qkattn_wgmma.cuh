@@ -169,7 +169,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 #endif
 }
 
-/* The family's first default (spaces/qkattn.yaml), for what TMA cannot address. */
+/* The family's mma default (spaces/qkattn.yaml), for what TMA cannot address. */
 using wgmma_fallback = launcher<128, 8, 64, 2, 32, 64>;
 
 template <int BM, int BN, int STAGES, int QG, int KG> struct wgmma_launcher {

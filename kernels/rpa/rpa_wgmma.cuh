@@ -215,7 +215,7 @@ inline bool cache_map(CUtensorMap *map, const void *base, int64_t tokens, int64_
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* The family's first default (spaces/rpa.yaml), for what TMA cannot load. */
+/* The family's mma default for prefill (spaces/rpa.yaml), for what TMA cannot load. */
 using wgmma_fallback = launcher<4, 1, 1, 64, 2, 8>;
 
 template <int CONSUMERS, int BN, int STAGES, int SPLITS> struct wgmma_launcher {
