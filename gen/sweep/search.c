@@ -25,6 +25,21 @@ void ktune_search_order(const ktune_space *s, unsigned seed, int shape, int *ord
     }
 }
 
+void ktune_search_fixed_first(const ktune_space *s, const int fixed[2], int *order)
+{
+    int front = 0;
+    for (int f = 0; f < 2; f++) {
+        if (fixed[f] < 0)
+            continue;
+        for (int i = front; i < s->nconfigs; i++)
+            if (order[i] == fixed[f]) {
+                memmove(order + front + 1, order + front, sizeof *order * (size_t)(i - front));
+                order[front++] = fixed[f];
+                break;
+            }
+    }
+}
+
 int ktune_search_window(const ktune_space *s, const int64_t *key, const int64_t *limits,
                         const ktune_sweep_trial *row, const int *order, int at, int cap,
                         int patience_left, int *todo, int *ntodo)

@@ -17,6 +17,12 @@ typedef struct {
  * with the seed and the shape (so a resumed run repeats it). */
 void ktune_search_order(const ktune_space *s, unsigned seed, int shape, int *order);
 
+/* Moves fixed[0] and fixed[1] (the default and the committed config, ktune_final_fixed; -1 for
+ * none) to the front of order, in that order: a shape's budget or early stop may end its search
+ * at any point, and the final round compares the winner with these two only where they were
+ * measured. */
+void ktune_search_fixed_first(const ktune_space *s, const int fixed[2], int *order);
+
 /* The next window of the shape's order from order[at]: in *todo the configs to measure (not
  * measured yet, valid on key and limits), at most cap of them, and no more configs that could
  * count against the patience than patience_left (<= 0: no patience); returns the window's end in

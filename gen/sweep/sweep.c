@@ -325,6 +325,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
         int best = -1, since_best = 0, shape_measured = 0, fixed[2];
         ktune_final_fixed(s, committed, key, limits, fixed);
         ktune_search_order(s, o->seed, si, order);
+        ktune_search_fixed_first(s, fixed, order);
         int oi = 0;
         while (oi < s->nconfigs && !interrupted) {
             if ((o->patience > 0 && since_best >= o->patience) ||

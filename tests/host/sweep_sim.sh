@@ -88,6 +88,11 @@ n1=$(($(wc -l <"$work/s1/trials.csv") - 1))
 grep -q "skipped (early stop" "$work/s1.log" || bad "no word of the skipped trials"
 grep -q "^seed: 7" "$work/s1/meta.yaml" || bad "the seed is not in the metadata"
 grep -q "GPU at the end" "$work/s1/summary.txt" || bad "no summary.txt"
+# the default is measured first whatever the order, so the final round always has it
+for n in 8 64 1000 4096; do
+  grep -q "^n=$n,good_tile1,[0-9]*,[0-9]*,[0-9.]*,[0-9.]*,1," "$work/s1/final.csv" ||
+    bad "n=$n: the early-stopped search left the default out of the final round"
+done
 echo "early stop: $n1 of 40 trials"
 
 note "--shard i/N on two machines, then ktune merge: the same winners as one sweep"
@@ -166,6 +171,10 @@ note "budgets: a shape's and the run's"
 KTUNE_SIM_DELAY_MS=100 sweep "$work/bs" --shape-budget 0.25 >"$work/bs.log" 2>&1 || bad "shape budget sweep"
 n=$(($(wc -l <"$work/bs/trials.csv") - 1))
 [ "$n" -lt 40 ] || bad "the shape budget skipped nothing ($n trials)"
+for n in 8 64 1000 4096; do
+  grep -q "^n=$n,good_tile1,[0-9]*,[0-9]*,[0-9.]*,[0-9.]*,1," "$work/bs/final.csv" ||
+    bad "n=$n: the shape budget left the default out of the final round"
+done
 KTUNE_SIM_DELAY_MS=100 sweep "$work/br" --budget 0.5 >"$work/br.log" 2>&1
 rc=$?
 [ $rc -eq 3 ] || bad "a spent run budget exited $rc, not 3"
