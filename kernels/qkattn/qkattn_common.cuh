@@ -94,6 +94,25 @@ cudaError_t quantize_all(const ktune_qkattn_problem &p, const workspace &w, int 
                                 s, a);
 }
 
+/* The attention's arguments: the quantized Q and K in w and their scales in blocks of q_gran and
+ * k_gran tokens (powers of two), v, out. */
+inline attend_args attend_args_of(const ktune_qkattn_problem &p, const workspace &w, int q_gran,
+                                  int k_gran)
+{
+    attend_args a;
+    a.q = w.q;
+    a.k = w.k;
+    a.q_scale = w.q_scale;
+    a.k_scale = w.k_scale;
+    a.v = p.v;
+    a.out = p.out;
+    a.seq = (int)p.seq_len;
+    a.q_shift = __builtin_ctz(q_gran);
+    a.k_shift = __builtin_ctz(k_gran);
+    a.scale_stride = scale_stride(p.seq_len);
+    return a;
+}
+
 template <int BM, int WARPS, int BN, int STAGES, int QG, int KG> struct launcher {
     static_assert(QG >= KTUNE_QKATTN_MIN_QUANT_BLOCK && KG >= KTUNE_QKATTN_MIN_QUANT_BLOCK &&
                       (QG & (QG - 1)) == 0 && (KG & (KG - 1)) == 0,
@@ -121,17 +140,7 @@ template <int BM, int WARPS, int BN, int STAGES, int QG, int KG> struct launcher
         cudaError_t e = quantize_all<T, D>(p, w, QG, KG, s);
         if (e != cudaSuccess)
             return e;
-        attend_args a;
-        a.q = w.q;
-        a.k = w.k;
-        a.q_scale = w.q_scale;
-        a.k_scale = w.k_scale;
-        a.v = p.v;
-        a.out = p.out;
-        a.seq = (int)p.seq_len;
-        a.q_shift = __builtin_ctz(QG);
-        a.k_shift = __builtin_ctz(KG);
-        a.scale_stride = scale_stride(p.seq_len);
+        const attend_args a = attend_args_of(p, w, QG, KG);
         constexpr size_t smem = smem_bytes<D, BM, BN, STAGES>();
         const dim3 grid((unsigned)((p.seq_len + BM - 1) / BM), (unsigned)(p.batch * p.heads));
         return p.causal

@@ -211,17 +211,7 @@ template <int BM, int BN, int STAGES, int QG, int KG> struct wgmma_launcher {
         cudaError_t e = quantize_all<T, D>(p, w, QG, KG, s);
         if (e != cudaSuccess)
             return e;
-        attend_args a;
-        a.q = w.q;
-        a.k = w.k;
-        a.q_scale = w.q_scale;
-        a.k_scale = w.k_scale;
-        a.v = p.v;
-        a.out = p.out;
-        a.seq = (int)p.seq_len;
-        a.q_shift = __builtin_ctz(QG);
-        a.k_shift = __builtin_ctz(KG);
-        a.scale_stride = scale_stride(p.seq_len);
+        const attend_args a = attend_args_of(p, w, QG, KG);
         constexpr size_t smem = wgmma_smem_bytes<D, CONSUMERS, BN, STAGES>();
         const dim3 grid((unsigned)((p.seq_len + BM - 1) / BM), (unsigned)(p.batch * p.heads));
         const dim3 block((CONSUMERS + 1) * 128);
