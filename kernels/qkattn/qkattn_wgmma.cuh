@@ -11,8 +11,8 @@
  *   softmax and O += P V of attention_wgmma.cuh (P in the values' type from registers, V
  *   N-major where TMA put it), whose order overlaps a step's softmax with the previous step's
  *   P V.
- * Two consumers take turns at the tensor cores. Keys past seq_len are the next head's (or TMA's zeros): masked, and
- * their value rows zeroed on the tail step. */
+ * Two consumers take turns at the tensor cores. Keys past seq_len are the next head's (or TMA's
+ * zeros): masked, and their value rows zeroed on the tail step. */
 #pragma once
 
 #include "../common/attention_wgmma.cuh"

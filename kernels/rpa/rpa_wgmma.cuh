@@ -7,8 +7,8 @@
  * is min(page_size, BN) tokens of one page: a box of a 3-dimensional map of the cache, tokens x
  * KV heads x head_dim) into a STAGES-deep ring, in 128-byte swizzled panels of 64 channels; the
  * pieces past the tile's last key are not read. Each consumer warpgroup owns 64 rows, its
- * queries loaded once into shared memory, and for each step of keys it sees runs S = Q K^T on
- * wgmma (m64 x BN, both operands K-major in shared memory) and the online softmax and
+ * queries loaded once into shared memory; for each step of keys its rows see, it runs S = Q K^T
+ * on wgmma (m64 x BN, both operands K-major in shared memory) and the online softmax and
  * O += P V of attention_wgmma.cuh (V N-major in shared memory: the cache's own layout), whose
  * order overlaps a step's softmax with the previous step's P V. Two consumers take turns at the
  * tensor cores. On the tail step (keys past the tile's last key), the consumers zero those value
@@ -110,7 +110,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     const bool busy = rc0 < span.r_end;
     const int rc_end = min(span.r_end, rc0 + 64);
     /* the keys this warpgroup's last row sees, and those every one of its rows sees */
-    const int kv_end = busy ? max(0, min(span.kv_len, span.shift + (rc_end - 1) / G + 1)) : 0;
+    const int my_end = busy ? max(0, min(span.kv_len, span.shift + (rc_end - 1) / G + 1)) : 0;
     const int unmasked = span.shift + rc0 / G + 1;
 
     /* the queries: 64 rows in panels of 64 channels, 128-byte swizzled (rows past the sequence:
@@ -122,8 +122,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         const T *src = q;
         if (r < span.rows)
             src = q + row_of(a, span.q0, kvh, r) * D + ch * 8;
-        ktune_common::cp_async16(q_s + (ch / 8) * 64 * 128 + row * 128 + ((ch % 8) ^ (row & 7)) * 16,
-                                 src, r < span.rows ? 16 : 0);
+        const int at = (ch / 8) * 64 * 128 + row * 128 + ((ch % 8) ^ (row & 7)) * 16;
+        ktune_common::cp_async16(q_s + at, src, r < span.rows ? 16 : 0);
     }
     ktune_common::cp_async_commit();
     ktune_common::cp_async_wait<0>();
@@ -174,7 +174,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             }
     };
     const ring_view rv = {ring, 2 * TILE_BYTES, TILE_BYTES, full, empty};
-    consume<T, D, BN, PANELS, CONSUMERS, STAGES>(rv, span.st0, span.st1, span.kv_end, kv_end, m,
+    consume<T, D, BN, PANELS, CONSUMERS, STAGES>(rv, span.st0, span.st1, span.kv_end, my_end, m,
                                                  l, o, issue_s, scores);
     if (!busy)
         return;
