@@ -213,35 +213,18 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
         cp_async16(sq + tile_at<D>(row, ch), src, r < rows ? 16 : 0);
     }
     /* a step's keys and values, read in place from their pages (tokens past kv_end: zeros) */
-    /* a thread's 16-byte chunks of a step, LOOK of them at a time: their page-table reads first,
-     * all in flight together (behind a cp.async, whose asm clobbers memory, each read would wait
-     * for the one before), then their copies */
-    constexpr int PER = (BN * CPR + THREADS - 1) / THREADS, LOOK = PER < 4 ? PER : 4;
     auto load = [&](int st, int buf) {
         T *const k_s = sk + buf * BN * D, *const v_s = sv + buf * BN * D;
-#pragma unroll 1
-        for (int k0 = 0; k0 < PER; k0 += LOOK) {
-            int page[LOOK]; /* -1: a token past kv_end (zeros) */
-#pragma unroll
-            for (int k = 0; k < LOOK; k++) {
-                const int i = threadIdx.x + (k0 + k) * THREADS, tok = st * BN + i / CPR;
-                page[k] = i < BN * CPR && tok < kv_end
-                              ? min(max(__ldg(pages + tok / a.page_size), 0), a.num_pages - 1)
-                              : -1;
+        for (int i = threadIdx.x; i < BN * CPR; i += THREADS) {
+            const int row = i / CPR, ch = i % CPR, tok = st * BN + row;
+            int64_t at = 0;
+            if (tok < kv_end) {
+                const int page = min(max(__ldg(pages + tok / a.page_size), 0), a.num_pages - 1);
+                at = (((int64_t)page * a.page_size + tok % a.page_size) * a.kv_heads + kvh) * D +
+                     ch * 8;
             }
-#pragma unroll
-            for (int k = 0; k < LOOK; k++) {
-                const int i = threadIdx.x + (k0 + k) * THREADS, row = i / CPR, ch = i % CPR;
-                if (i >= BN * CPR)
-                    break;
-                const int tok = st * BN + row;
-                const int64_t at =
-                    page[k] < 0 ? 0
-                                : (((int64_t)page[k] * a.page_size + tok % a.page_size) *
-                                       a.kv_heads + kvh) * D + ch * 8;
-                cp_async16(k_s + tile_at<D>(row, ch), kc + at, page[k] < 0 ? 0 : 16);
-                cp_async16(v_s + tile_at<D>(row, ch), vc + at, page[k] < 0 ? 0 : 16);
-            }
+            cp_async16(k_s + tile_at<D>(row, ch), kc + at, tok < kv_end ? 16 : 0);
+            cp_async16(v_s + tile_at<D>(row, ch), vc + at, tok < kv_end ? 16 : 0);
         }
     };
 #pragma unroll
