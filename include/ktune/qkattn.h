@@ -29,9 +29,10 @@ extern "C" {
  *   3. Q and K are quantized to int8 symmetrically, one fp32 scale (max |x| / 127) a block of
  *      q_gran queries or k_gran keys of a (batch, head): the configuration's quantization
  *      granularity;
- *   4. S = Q_int8 K_int8^T in exact int32 on the tensor cores (mma.sync m16n8k32), scaled back
- *      by the two blocks' scales; softmax in fp32 (an online softmax over blocks of keys); P
- *      rounded to the inputs' dtype for P V in fp32 accumulators.
+ *   4. S = Q_int8 K_int8^T in exact int32 on the tensor cores (mma.sync m16n8k32, or wgmma's
+ *      k32 int8 multiplies where the build has sm_90a code and the table chooses them), scaled
+ *      back by the two blocks' scales; softmax in fp32 (an online softmax over blocks of keys);
+ *      P rounded to the inputs' dtype for P V in fp32 accumulators.
  * The result is that of fp32 attention within the quantization's error: against it, cosine
  * similarity >= 0.999 and relative L1 error <= 0.03 on uniform inputs and on K with a few
  * channels 50 times larger than the others (the sweep's check of every configuration).
