@@ -1,4 +1,5 @@
-/* Ragged paged attention on wgmma (sm_90a): the prefill variant.
+/* Ragged paged attention on wgmma (sm_90a): prefill, mixed batches and, with one consumer, decode
+ * (the TMA ring streams the pages while the tensor cores idle on the rows padding a tile).
  *
  * A block takes BM = 64 * CONSUMERS GQA-packed rows of one sequence and KV head (the rows and
  * tiles of rpa_kernel.cuh, the same tile slots, splits and merge) and walks its keys BN tokens a
