@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apply.h"
 #include "plot.h"
 #include "sweep.h"
 
@@ -147,8 +148,11 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
                            "vendors%s\n",
                      keys ? ",reason,nearest_config,nearest_us" : "");
     double log_speedup = 0, worst_big[KTUNE_DTYPE_COUNT], log_nearest = 0, worst_anchor = INFINITY;
-    int nearest_shapes = 0;
+    int nearest_shapes = 0, slower = 0;
     char worst_anchor_shape[256] = "";
+    /* tuned entries slower than the default beyond the noise: the worst, as a --key */
+    double worst_default = INFINITY;
+    char worst_default_key[256] = "";
     for (int d = 0; d < KTUNE_DTYPE_COUNT; d++)
         worst_big[d] = INFINITY;
     int n = 0;
@@ -267,6 +271,17 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
         fprintf(out, "%-5s %-18s %-40s %9.3f %9.3f %7.3f %9.3f %7s %6.0f %6.1f %7.1f %6.1f\n", dt,
                 shape, config, tu, du, du / tu, anchor_us, ratio, gbps, pct, tflops,
                 ceil_tflops > 0 ? 100 * tflops / ceil_tflops : 0.0);
+        /* slower than the family's default beyond apply's noise: a stale entry, or one a sweep
+         * recorded without timing the default (the bench's times of both are interleaved) */
+        if (!keys && tu > du * (1 + fmax(KTUNE_NOISE_FLOOR, 2 * ts)) + KTUNE_NOISE_FLOOR_US) {
+            slower++;
+            if (du / tu < worst_default) {
+                worst_default = du / tu;
+                ktune_space_key_format(s, key, worst_default_key, sizeof worst_default_key);
+                for (char *c = worst_default_key; *c; c++)
+                    *c = *c == ' ' ? ',' : *c;
+            }
+        }
         log_speedup += log(du / tu);
         memcpy(points[n].key, key, sizeof points[n].key);
         points[n].tuned_us = tu;
@@ -294,6 +309,12 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
                 fprintf(out, "; %s inputs >= 32 MB: worst %.1f%% of copy", ktune_dtype_name(d),
                         worst_big[d]);
     fprintf(out, "\nktune: wrote %s\n", csv_path);
+    if (slower > 0)
+        fprintf(out,
+                "ktune: warning: %d of %d entries ran slower than the family's default beyond the "
+                "noise (the worst %.3fx): stale, or recorded by a sweep that never timed the "
+                "default; to re-tune the worst: ktune sweep %s --key '%s' --force-retune\n",
+                slower, n, worst_default, s->family, worst_default_key);
     if (plot_png && n > 0) {
         int64_t dtype = dtype_dim >= 0 ? points[0].key[dtype_dim] : -1;
         for (int i = 0; i < n && dtype_dim >= 0; i++)
