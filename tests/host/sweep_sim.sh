@@ -198,6 +198,12 @@ reg="$work/reg/ktune-simulated-gpu/sim.yaml"
 sum=$(md5sum <"$reg")
 "$ktune" apply "$work/a" --space "$space" --registry-dir "$work/reg" || bad "apply a again"
 [ "$sum" = "$(md5sum <"$reg")" ] || bad "applying the same run twice changed the registry"
+# with a registry, the committed config is measured first too (after the default)
+sweep "$work/c1" --seed 7 --max-configs-without-improvement 1 >/dev/null 2>&1 || bad "seeded sweep with a registry"
+for n in 8 64 1000 4096; do
+  grep -q "^n=$n,[a-z_0-9]*,[0-9]*,[0-9]*,[0-9.]*,[0-9.]*,[01],1$" "$work/c1/final.csv" ||
+    bad "n=$n: the early-stopped search left the committed config out of the final round"
+done
 # good_tile4 becomes 0.5% faster than the committed good_tile8 at n=64: within the noise
 KTUNE_SIM_BONUS=good_tile4:0.905 sweep "$work/d" >/dev/null 2>&1 || bad "sweep d"
 "$ktune" apply "$work/d" --space "$space" --registry-dir "$work/reg" >"$work/d.log" 2>&1 || bad "apply d"
