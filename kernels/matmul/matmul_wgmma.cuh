@@ -283,25 +283,38 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder()
     return encode;
 }
 
+/* cuTensorMapEncodeTiled of a rank-dimensional tensor of T (16-bit floats, or uint8_t for
+ * bytes) at base, dims[0] contiguous, strides in bytes for dims 1..: boxes of box elements in
+ * 128-byte swizzle, L2 fetching 256-byte blocks, parts of a box outside the tensor read as zeros.
+ * False where the driver has no encoder or refuses the map. */
+template <typename T>
+inline bool encode_map(CUtensorMap *map, cuuint32_t rank, const void *base, const cuuint64_t *dims,
+                       const cuuint64_t *strides, const cuuint32_t *box)
+{
+    const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+    const cuuint32_t unit[5] = {1, 1, 1, 1, 1};
+    const CUtensorMapDataType type = std::is_same<T, __nv_bfloat16>::value
+                                         ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                     : std::is_same<T, __half>::value
+                                         ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                         : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+    return encode && encode(map, type, rank, const_cast<void *>(base), dims, strides, box, unit,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 /* A TMA map of a row-major rows x cols matrix of T, boxes of box_rows x 64 in 128-byte swizzle.
  * False where TMA cannot address it. */
 template <typename T>
 inline bool tensor_map(CUtensorMap *map, const void *base, int64_t rows, int64_t cols, int box_rows)
 {
-    const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-    if (!encode || (uintptr_t)base % 16 != 0 || cols % 8 != 0)
+    if ((uintptr_t)base % 16 != 0 || cols % 8 != 0)
         return false;
     const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
     const cuuint64_t strides[1] = {(cuuint64_t)cols * sizeof(T)};
     const cuuint32_t box[2] = {WGMMA_BK, (cuuint32_t)box_rows};
-    const cuuint32_t unit[2] = {1, 1};
-    const CUtensorMapDataType type = std::is_same<T, __nv_bfloat16>::value
-                                         ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                         : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    return encode(map, type, 2, const_cast<void *>(base), dims, strides, box, unit,
-                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return encode_map<T>(map, 2, base, dims, strides, box);
 }
 
 /* The family's default tensor-core config (spaces/matmul.yaml), for what TMA cannot load. */

@@ -427,17 +427,12 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 inline bool byte_tensor_map(CUtensorMap *map, const void *base, int64_t rows, int64_t cols,
                             int box_rows)
 {
-    const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-    if (!encode || (uintptr_t)base % 16 != 0 || cols % 16 != 0)
+    if ((uintptr_t)base % 16 != 0 || cols % 16 != 0)
         return false;
     const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
     const cuuint64_t strides[1] = {(cuuint64_t)cols};
     const cuuint32_t box[2] = {QWGMMA_BK, (cuuint32_t)box_rows};
-    const cuuint32_t unit[2] = {1, 1};
-    return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(base), dims, strides,
-                  box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return encode_map<uint8_t>(map, 2, base, dims, strides, box);
 }
 
 template <int BM, int BN, int CONSUMERS, int STAGES, int SPLIT> struct qwgmma_launcher {

@@ -200,20 +200,12 @@ template <typename T, int D>
 inline bool cache_map(CUtensorMap *map, const void *base, int64_t tokens, int64_t kv_heads,
                       int rows)
 {
-    const PFN_cuTensorMapEncodeTiled_v12000 encode = ktune_matmul_impl::tensor_map_encoder();
-    if (!encode || (uintptr_t)base % 16 != 0 || tokens > INT32_MAX)
+    if ((uintptr_t)base % 16 != 0 || tokens > INT32_MAX)
         return false;
     const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)kv_heads, (cuuint64_t)tokens};
     const cuuint64_t strides[2] = {(cuuint64_t)D * 2, (cuuint64_t)kv_heads * D * 2};
     const cuuint32_t box[3] = {64, 1, (cuuint32_t)rows};
-    const cuuint32_t unit[3] = {1, 1, 1};
-    const CUtensorMapDataType type = std::is_same<T, __nv_bfloat16>::value
-                                         ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                         : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    return encode(map, type, 3, const_cast<void *>(base), dims, strides, box, unit,
-                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return ktune_matmul_impl::encode_map<T>(map, 3, base, dims, strides, box);
 }
 
 /* The family's mma default for prefill (spaces/rpa.yaml), for what TMA cannot load. */
