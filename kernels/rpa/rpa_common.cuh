@@ -72,21 +72,27 @@ inline int64_t tile_slots(const ktune_rpa_problem &p, int bm)
     return (p.total_q * (p.q_heads / p.kv_heads) + bm - 1) / bm + p.seqs;
 }
 
+/* The most splits a batch's keys may take: max_splits (the config's), KTUNE_RPA_MAX_SPLITS and
+ * what the workspace holds. */
+inline int64_t splits_cap(const ktune_rpa_problem &p, int max_splits)
+{
+    const size_t per_split = workspace_bytes(p.total_q, p.q_heads, p.head_dim, 2) / 2;
+    const int64_t held =
+        per_split == 0 ? KTUNE_RPA_MAX_SPLITS : (int64_t)(p.workspace_bytes / per_split);
+    int64_t cap = max_splits < KTUNE_RPA_MAX_SPLITS ? max_splits : KTUNE_RPA_MAX_SPLITS;
+    return cap < held ? cap : held;
+}
+
 /* The splits of a batch's keys: blocks for four times what the device holds at once (`resident`)
  * if the batch has as few tiles as it may (each sequence one, or its rows in whole tiles), so
- * that the chunks of long sequences even out with those of short ones; at most max_splits (the
- * config's), KTUNE_RPA_MAX_SPLITS and what the workspace holds; 1 for none. */
+ * that the chunks of long sequences even out with those of short ones; at most splits_cap; 1
+ * for none. */
 inline int splits_for(const ktune_rpa_problem &p, int bm, int max_splits, int64_t resident)
 {
     const int64_t rows = p.total_q * (p.q_heads / p.kv_heads), fewest = (rows + bm - 1) / bm;
     const int64_t blocks = (fewest > p.seqs ? fewest : p.seqs) * p.kv_heads;
-    const size_t per_split = workspace_bytes(p.total_q, p.q_heads, p.head_dim, 2) / 2;
-    const int64_t held =
-        per_split == 0 ? KTUNE_RPA_MAX_SPLITS : (int64_t)(p.workspace_bytes / per_split);
-    int64_t want = (4 * resident + blocks - 1) / blocks;
-    for (const int64_t cap : {(int64_t)max_splits, (int64_t)KTUNE_RPA_MAX_SPLITS, held})
-        want = want < cap ? want : cap;
-    return want < 2 ? 1 : (int)want;
+    const int64_t want = (4 * resident + blocks - 1) / blocks, cap = splits_cap(p, max_splits);
+    return want < 2 || cap < 2 ? 1 : (int)(want < cap ? want : cap);
 }
 
 /* The blocks of kernel (threads and smem bytes a block) the device holds at once: its
@@ -107,11 +113,13 @@ template <typename Kernel> int64_t resident_blocks(Kernel *kernel, int threads, 
 }
 
 /* A launch's arguments for blocks of bm rows walking bn keys a step, split in at most max_splits
- * chunks (splits_for); the grid: the tile slots, the KV heads, the splits. False where the slots
- * overflow a grid. */
+ * chunks (splits_for); the grid: the tile slots, the KV heads, the splits. A kernel that walks
+ * (`walks`: rpa_kernel.cuh's walk_of) gets, for a batch of one query a sequence with a workspace,
+ * the balanced split instead: `resident` blocks in one dimension, each a share of the batch's
+ * steps, an item in at most max_splits shares. False where the slots overflow a grid. */
 template <int D>
 bool args_of(const ktune_rpa_problem &p, int bm, int bn, int max_splits, int64_t resident,
-             args *a, dim3 *grid)
+             bool walks, args *a, dim3 *grid)
 {
     const int64_t slots = tile_slots(p, bm);
     if (slots > INT32_MAX)
@@ -134,10 +142,17 @@ bool args_of(const ktune_rpa_problem &p, int bm, int bn, int max_splits, int64_t
     a->splits = splits_for(p, bm, max_splits, resident);
     const int64_t max_len = p.max_pages * p.page_size;
     a->chunk_steps = (int)(((max_len + a->splits - 1) / a->splits + bn - 1) / bn);
+    a->balanced = 0;
     a->scale_log2 = p.scale * 1.4426950408889634f;
+    *grid = dim3((unsigned)slots, (unsigned)p.kv_heads, (unsigned)a->splits);
+    const int64_t cap = splits_cap(p, max_splits);
+    if (walks && p.total_q == p.seqs && cap >= 2 && resident > 0 && resident <= INT32_MAX) {
+        a->balanced = 1;
+        a->splits = (int)cap;
+        *grid = dim3((unsigned)resident);
+    }
     a->part_o = static_cast<float *>(p.workspace);
     a->part_lse = a->part_o + (int64_t)a->splits * a->total_q * a->q_heads * D;
-    *grid = dim3((unsigned)slots, (unsigned)p.kv_heads, (unsigned)a->splits);
     return true;
 }
 
@@ -179,7 +194,7 @@ template <int WM, int WN, int MT, int BN, int STAGES, int SPLITS> struct launche
         static const int64_t resident = resident_blocks(kernel, THREADS, smem);
         args a;
         dim3 grid;
-        if (!args_of<D>(p, BM, BN, SPLITS, resident, &a, &grid))
+        if (!args_of<D>(p, BM, BN, SPLITS, resident, true, &a, &grid))
             return cudaErrorInvalidValue;
         const cudaError_t e =
             ktune_launch::launch(kernel, grid, dim3(THREADS), dim3(1, 1, 1), smem, s, a);

@@ -48,8 +48,9 @@ struct args {
     float *part_o;   /* splits x rows_total x D: a share's normalized output */
     float *part_lse; /* splits x rows_total: its log2-sum-exp2, -inf where it saw no key */
     int seqs, q_heads, kv_heads, group, page_size, max_pages, num_pages, total_q;
-    int splits;      /* blocks along blockIdx.z */
+    int splits;      /* blocks along blockIdx.z; balanced: the most shares of an item */
     int chunk_steps; /* steps of keys a split takes: split z takes keys from z * chunk_steps * BN */
+    int balanced;    /* 1: a decode batch's balanced split (walk_of), a 1-dimensional grid */
     float scale_log2;
 };
 
@@ -120,7 +121,7 @@ struct tile_span {
 };
 
 template <int BM, int BN>
-__device__ __forceinline__ tile_span span_of(const args &a, int seq, int tile, int split)
+__device__ __forceinline__ tile_span span_whole(const args &a, int seq, int tile)
 {
     tile_span t;
     int q_len;
@@ -131,16 +132,157 @@ __device__ __forceinline__ tile_span span_of(const args &a, int seq, int tile, i
     t.r_end = min(t.rows, t.r0 + BM);
     t.shift = t.kv_len - q_len;
     t.kv_end = max(0, min(t.kv_len, t.shift + (t.r_end - 1) / a.group + 1));
-    const int steps = (t.kv_end + BN - 1) / BN;
+    t.st0 = 0;
+    t.st1 = (t.kv_end + BN - 1) / BN;
+    return t;
+}
+
+/* The span of split `split` of a tile: its chunk of chunk_steps steps. */
+template <int BM, int BN>
+__device__ __forceinline__ tile_span span_of(const args &a, int seq, int tile, int split)
+{
+    tile_span t = span_whole<BM, BN>(a, seq, tile);
+    const int steps = t.st1;
     t.st0 = min(steps, split * a.chunk_steps);
     t.st1 = min(steps, t.st0 + a.chunk_steps);
     return t;
 }
 
+/* Decode's balanced split (args::balanced: a batch of one query a sequence, with a workspace).
+ * The batch's work is its items, (sequence, KV head, row tile), laid end to end (a sequence's
+ * items in a row, its KV heads outer), each of its sequence's steps of BN keys (at least one, so
+ * that a sequence without keys still writes its zeros). Block b takes steps b * per .. (b + 1) *
+ * per - 1 of that line, where per = the line over the grid, but at least the longest item over
+ * splits - 1: every block the same bytes to read (a tile's split into chunks of max_len /
+ * splits leaves most blocks of a batch of random lengths idle or short, and few long ones to
+ * finish alone), and an item in at most `splits` pieces. A piece of an item is a share of its
+ * rows: share b - (the block of the item's first step); the block holding an item's last step
+ * marks its shares past the last empty for the merge. Every thread walks the same pieces: the
+ * plan's scans run in every warp (lanes a sequence), the walk in every thread. */
+struct piece {
+    tile_span span;
+    int seq, kvh, share;
+    int shares; /* the item's shares where this piece is its last, else 0 */
+};
+
+template <int BM, int BN> struct walk_of {
+    int64_t g, g_end, first; /* the block's next and end step; the first step of seq's items */
+    int seq, steps, tiles;   /* the sequence walked, its items' steps and its row tiles */
+    int64_t per;
+
+    /* A sequence's items' steps and its row tiles (0 for none) */
+    __device__ __forceinline__ static int steps_of(const args &a, int s, int base, int *tiles)
+    {
+        int q0, q_len;
+        queries_of(a, s, base, &q0, &q_len);
+        *tiles = tiles_of<BM>(q_len, a.group);
+        const int kv = min(max(__ldg(a.kv_lens + s), 0), a.max_pages * a.page_size);
+        return max(1, (kv + BN - 1) / BN);
+    }
+
+    /* The plan and the block's first piece; g == g_end where the block has none. */
+    __device__ __forceinline__ void start(const args &a)
+    {
+        const int lane = threadIdx.x % 32, base = __ldg(a.cu_q);
+        int64_t total = 0;
+        int longest = 0;
+        for (int s0 = 0; s0 < a.seqs; s0 += 32) {
+            const int s = s0 + lane;
+            int64_t work = 0;
+            int st = 0, t = 0;
+            if (s < a.seqs) {
+                st = steps_of(a, s, base, &t);
+                work = (int64_t)t * a.kv_heads * st;
+            }
+            longest = max(longest, t ? st : 0);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+                work += __shfl_xor_sync(~0u, work, o);
+                longest = max(longest, __shfl_xor_sync(~0u, longest, o));
+            }
+            total += work;
+        }
+        per = (total + gridDim.x - 1) / gridDim.x;
+        per = max(per, (int64_t)((longest + a.splits - 2) / (a.splits - 1)));
+        per = max(per, (int64_t)1);
+        g = (int64_t)blockIdx.x * per;
+        g_end = min(total, g + per);
+        seq = -1;
+        if (g >= g_end)
+            return;
+        /* the sequence whose items hold step g */
+        int64_t before = 0;
+        for (int s0 = 0; s0 < a.seqs; s0 += 32) {
+            const int s = s0 + lane;
+            int64_t work = 0;
+            if (s < a.seqs) {
+                int t;
+                const int st = steps_of(a, s, base, &t);
+                work = (int64_t)t * a.kv_heads * st;
+            }
+            int64_t inclusive = work;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const int64_t v = __shfl_up_sync(~0u, inclusive, o);
+                if (lane >= o)
+                    inclusive += v;
+            }
+            const int64_t all = __shfl_sync(~0u, inclusive, 31);
+            if (g < before + all) {
+                const int hit = __ffs(__ballot_sync(~0u, before + inclusive > g)) - 1;
+                seq = s0 + hit;
+                first = before + __shfl_sync(~0u, inclusive - work, hit);
+                steps = steps_of(a, seq, base, &tiles);
+                return;
+            }
+            before += all;
+        }
+        g = g_end; /* not reached: the scans agree */
+    }
+
+    /* The next piece; false after the block's last. */
+    __device__ __forceinline__ bool next(const args &a, piece *p)
+    {
+        if (g >= g_end)
+            return false;
+        /* past this sequence's items: the next with any */
+        while (g >= first + (int64_t)tiles * a.kv_heads * steps && seq + 1 < a.seqs) {
+            first += (int64_t)tiles * a.kv_heads * steps;
+            steps = steps_of(a, ++seq, __ldg(a.cu_q), &tiles);
+        }
+        const int item = (int)((g - first) / steps), at = (int)((g - first) % steps);
+        const int64_t item_first = first + (int64_t)item * steps;
+        const int len = (int)min((int64_t)(steps - at), g_end - g);
+        p->seq = seq;
+        p->kvh = item / tiles;
+        p->span = span_whole<BM, BN>(a, seq, item % tiles);
+        const int real = p->span.st1;
+        p->span.st0 = min(real, at);
+        p->span.st1 = min(real, at + len);
+        p->share = (int)(blockIdx.x - item_first / per);
+        p->shares =
+            at + len == steps ? (int)((item_first + steps - 1) / per - item_first / per + 1) : 0;
+        g += len;
+        return true;
+    }
+};
+
 /* Packed row r of a tile's sequence (queries from q0) under KV head kvh: its row of q and out. */
 __device__ __forceinline__ int64_t row_of(const args &a, int q0, int kvh, int r)
 {
     return (int64_t)(q0 + r / a.group) * a.q_heads + kvh * a.group + r % a.group;
+}
+
+/* After the last piece of an item: its rows' shares from p.shares on hold nothing. */
+__device__ __forceinline__ void mark_empty_shares(const args &a, const piece &p)
+{
+    if (p.shares == 0)
+        return;
+    const int rows = p.span.r_end - p.span.r0, empty = a.splits - p.shares;
+    const int64_t rows_total = (int64_t)a.total_q * a.q_heads;
+    for (int i = threadIdx.x; i < rows * empty; i += blockDim.x)
+        a.part_lse[(int64_t)(p.shares + i / rows) * rows_total +
+                   row_of(a, p.span.q0, p.kvh, p.span.r0 + i % rows)] = -INFINITY;
 }
 
 /* A lane's share of output row `row` (of rows_total): its columns 8 dn + 2 (lane % 4) and the
@@ -170,39 +312,26 @@ __device__ __forceinline__ void store_row(const args &a, int64_t row, int split,
     }
 }
 
+/* One piece of a block's work (a tile's split, or a piece of a balanced walk): its keys, the
+ * online softmax, the output or its share. Every thread of the block calls it. */
 template <typename T, int D, int WM, int WN, int MT, int BN, int STAGES>
-__global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
+__device__ __forceinline__ void attend_piece(const args &a, const piece &pc,
+                                             unsigned char *smem_raw)
 {
     constexpr int BM = 16 * MT * WM, THREADS = WM * WN * 32, CPR = D / 8, KW = BN / WN;
-    static_assert(KW % 16 == 0 && STAGES >= 2, "whole k16 steps a warp, a ring of two or more");
-    extern __shared__ __align__(128) unsigned char smem_raw[];
     T *const sq = reinterpret_cast<T *>(smem_raw);
     T *const sk = sq + BM * D;
     T *const sv = sk + STAGES * BN * D;
-    __shared__ int found[2];
-
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int wm = warp / WN, wn = warp % WN; /* the warp's rows, and its share of a step's keys */
-    if (warp == 0) {
-        int seq, tile;
-        find_tile<BM>(a, blockIdx.x, seq, tile);
-        if (lane == 0) {
-            found[0] = seq;
-            found[1] = tile;
-        }
-    }
-    __syncthreads();
-    const int seq = found[0], tile = found[1];
-    if (seq < 0)
-        return;
-    const int kvh = blockIdx.y, split = blockIdx.z, G = a.group;
-    const tile_span span = span_of<BM, BN>(a, seq, tile, split);
+    const int kvh = pc.kvh, split = pc.share, G = a.group;
+    const tile_span &span = pc.span;
     const int q0 = span.q0, rows = span.rows, r0 = span.r0, r_end = span.r_end;
     const int shift = span.shift, kv_end = span.kv_end, st0 = span.st0, st1 = span.st1;
     const T *const q = static_cast<const T *>(a.q);
     const T *const kc = static_cast<const T *>(a.k);
     const T *const vc = static_cast<const T *>(a.v);
-    const int32_t *const pages = a.table + (int64_t)seq * a.max_pages;
+    const int32_t *const pages = a.table + (int64_t)pc.seq * a.max_pages;
 
     /* the queries (rows past the sequence's load zeros) */
     for (int i = threadIdx.x; i < BM * CPR; i += THREADS) {
@@ -378,6 +507,53 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
                 store_row<T, D>(a, row_of(a, q0, kvh, r), split, sum, m[t][i],
                                 [&](int dn, int e) { return o[t][dn][2 * i + e]; }, lane);
         }
+}
+
+template <typename T, int D, int WM, int WN, int MT, int BN, int STAGES>
+__global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
+{
+    constexpr int BM = 16 * MT * WM;
+    static_assert((BN / WN) % 16 == 0 && STAGES >= 2,
+                  "whole k16 steps a warp, a ring of two or more");
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    /* the block's piece and walk, kept by its first thread (out of the registers of the body) */
+    __shared__ piece next;
+    __shared__ walk_of<BM, BN> walk;
+    __shared__ int more;
+    if (threadIdx.x < 32) {
+        if (a.balanced) {
+            walk_of<BM, BN> w;
+            w.start(a);
+            if (threadIdx.x == 0) {
+                more = w.next(a, &next);
+                walk = w;
+            }
+        } else {
+            int seq, tile;
+            find_tile<BM>(a, blockIdx.x, seq, tile);
+            if (threadIdx.x == 0)
+                more = seq >= 0;
+            if (threadIdx.x == 0 && seq >= 0) {
+                next.span = span_of<BM, BN>(a, seq, tile, blockIdx.z);
+                next.seq = seq;
+                next.kvh = blockIdx.y;
+                next.share = blockIdx.z;
+                next.shares = 0;
+            }
+        }
+    }
+    __syncthreads();
+    while (more) {
+        const piece pc = next;
+        attend_piece<T, D, WM, WN, MT, BN, STAGES>(a, pc, smem_raw);
+        mark_empty_shares(a, pc);
+        if (!a.balanced)
+            return;
+        __syncthreads(); /* the piece read, the ring and the queries' memory free */
+        if (threadIdx.x == 0)
+            more = walk.next(a, &next);
+        __syncthreads();
+    }
 }
 
 /* out's row (a query token under a head, of rows_total) from the splits' shares: each weighted

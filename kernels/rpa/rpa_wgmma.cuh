@@ -244,7 +244,7 @@ template <int CONSUMERS, int BN, int STAGES, int SPLITS> struct wgmma_launcher {
         static const int64_t resident = resident_blocks(kernel, THREADS, smem);
         args a;
         dim3 grid;
-        if (!args_of<D>(p, BM, BN, SPLITS, resident, &a, &grid))
+        if (!args_of<D>(p, BM, BN, SPLITS, resident, false, &a, &grid))
             return cudaErrorInvalidValue;
         const cudaError_t e = ktune_launch::launch(kernel, grid, dim3(THREADS), dim3(1, 1, 1),
                                                    smem, s, map_k, map_v, a);

@@ -217,6 +217,9 @@ int main()
     std::vector<batch_case> cases = {
         /* decode only, GQA 8, pages of 16 */
         {KTUNE_BF16, 128, 8, 1, 16, {1, 1, 1, 1, 1}, {1, 17, 300, 64, 129}, 5},
+        /* decode only, long and ragged (the balanced split's pieces cross sequences and cut
+         * items in many shares), a sequence without keys, GQA 32 (two row tiles of 16) */
+        {KTUNE_F16, 64, 32, 1, 16, {1, 1, 1, 1, 1, 1, 1}, {3001, 0, 1, 4097, 17, 2500, 640}, 7},
         /* mixed: prefill with a cached prefix, decode, a prefill of the whole sequence */
         {KTUNE_F16, 128, 32, 8, 16, {37, 1, 5, 1, 70}, {100, 250, 5, 1, 70}, 0},
         /* MHA, pages of 24 tokens, head_dim 64 */
@@ -284,7 +287,7 @@ int main()
         }
         CHECK(cudaStreamDestroy(s));
 
-        if (ci == 1) {
+        if (ci == 2) {
             /* argument checks */
             struct bad_case {
                 const char *what;
@@ -322,7 +325,11 @@ int main()
                 failures++;
                 printf("FAIL ktune_rpa with total_q 0\n");
             }
-            /* lengths and pages outside the contract: unspecified output, no fault */
+        }
+        if (ci <= 2) {
+            /* lengths and pages outside the contract, for a decode batch (its balanced split)
+             * and a mixed one: unspecified output, no fault */
+            ktune_rpa_problem a = api_of(p, true);
             std::vector<int32_t> cu = p.cu, kv = p.c.kv_lens, table = p.table;
             cu[1] = -5;
             cu[2] = 1 << 30;
