@@ -196,8 +196,6 @@ template <int WM, int WN, int MT, int BN, int STAGES, int SPLITS> struct launche
         dim3 grid;
         if (!args_of<D>(p, BM, BN, SPLITS, resident, true, &a, &grid))
             return cudaErrorInvalidValue;
-        if (a.balanced) /* one block a resident slot, the merge at a grid barrier */
-            return ktune_launch::launch_cooperative(kernel, grid, dim3(THREADS), smem, s, a);
         const cudaError_t e =
             ktune_launch::launch(kernel, grid, dim3(THREADS), dim3(1, 1, 1), smem, s, a);
         return e == cudaSuccess ? merge_splits<T, D>(a, s) : e;

@@ -26,8 +26,6 @@
 
 #include <math.h>
 
-#include <cooperative_groups.h>
-
 #include "../common/attention_mma.cuh"
 #include "../matmul/matmul_common.cuh"
 #include "ktune/rpa.h"
@@ -511,8 +509,6 @@ __device__ __forceinline__ void attend_piece(const args &a, const piece &pc,
         }
 }
 
-template <typename T, int D> __device__ __forceinline__ void merge_in_grid(const args &a);
-
 template <typename T, int D, int WM, int WN, int MT, int BN, int STAGES>
 __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
 {
@@ -558,26 +554,26 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
             more = walk.next(a, &next);
         __syncthreads();
     }
-    if (a.balanced)
-        merge_in_grid<T, D>(a);
 }
 
 /* out's row (a query token under a head, of rows_total) from the splits' shares: each weighted
  * by 2^(its lse - the largest); a row no share saw a key of gets zeros. A warp a row. The loads
  * are issued together, every share's lse at once and the outputs four shares at a time (one
- * after the other, a row's merge would wait for memory once a share), through L2 (the shares
- * were written by other multiprocessors); a share that saw no key is read too but weighs
- * nothing, whatever its memory holds. */
+ * after the other, a row's merge would wait for memory once a share); a share that saw no key
+ * is read too but weighs nothing, whatever its memory holds. */
 template <typename T, int D>
-__device__ __forceinline__ void merge_row(const float *part_o, const float *part_lse, T *out,
-                                          int rows_total, int splits, int row, int lane)
+__global__ void merge(const float *part_o, const float *part_lse, T *out, int rows_total,
+                      int splits)
 {
     constexpr int PER = D / 32, MAX = KTUNE_RPA_MAX_SPLITS, GROUP = 4;
     static_assert(MAX % GROUP == 0 && PER % 2 == 0, "whole groups of shares, pairs of columns");
+    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows_total)
+        return;
     float lse[MAX], top = -INFINITY;
 #pragma unroll
     for (int z = 0; z < MAX; z++) {
-        lse[z] = z < splits ? __ldcg(part_lse + (int64_t)z * rows_total + row) : -INFINITY;
+        lse[z] = z < splits ? part_lse[(int64_t)z * rows_total + row] : -INFINITY;
         top = fmaxf(top, lse[z]);
     }
     float acc[PER] = {}, sum = 0.f;
@@ -592,7 +588,7 @@ __device__ __forceinline__ void merge_row(const float *part_o, const float *part
                 part_o + ((int64_t)(z0 + j) * rows_total + row) * D + lane * PER);
 #pragma unroll
             for (int i = 0; i < PER / 2; i++)
-                v[j][i] = z0 + j < splits ? __ldcg(p + i) : make_float2(0.f, 0.f);
+                v[j][i] = z0 + j < splits ? p[i] : make_float2(0.f, 0.f);
         }
 #pragma unroll
         for (int j = 0; j < GROUP; j++) {
@@ -611,29 +607,6 @@ __device__ __forceinline__ void merge_row(const float *part_o, const float *part
 #pragma unroll
     for (int i = 0; i < PER; i += 2)
         *reinterpret_cast<uint32_t *>(o + i) = pack2<T>(acc[i] * inv, acc[i + 1] * inv);
-}
-
-/* The merge of a launch's splits, after it: merge_row, a warp a row. */
-template <typename T, int D>
-__global__ void merge(const float *part_o, const float *part_lse, T *out, int rows_total,
-                      int splits)
-{
-    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (row < rows_total)
-        merge_row<T, D>(part_o, part_lse, out, rows_total, splits, row, lane);
-}
-
-/* The merge inside a balanced launch (a cooperative grid): after every block's shares, at a grid
- * barrier, each block merges its run of the rows, a warp a row. */
-template <typename T, int D> __device__ __forceinline__ void merge_in_grid(const args &a)
-{
-    cooperative_groups::this_grid().sync();
-    const int rows_total = a.total_q * a.q_heads, warps = blockDim.x / 32;
-    const int per = (rows_total + gridDim.x - 1) / gridDim.x;
-    const int end = min(rows_total, (int)(blockIdx.x + 1) * per);
-    for (int row = blockIdx.x * per + threadIdx.x / 32; row < end; row += warps)
-        merge_row<T, D>(a.part_o, a.part_lse, static_cast<T *>(a.out), rows_total, a.splits, row,
-                        threadIdx.x % 32);
 }
 
 } // namespace ktune_rpa_impl

@@ -59,23 +59,20 @@ cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluste
     return e;
 }
 
-/* Launches kernel on grid x block, with smem bytes of dynamic shared memory, as a cooperative
- * grid: every block resident at once, so that they may wait for each other at grid barriers (the
- * launch fails where the device cannot hold the grid). A launch error is returned and cleared. */
+/* Launches kernel on grid x block as a cooperative grid: every block resident at once, so that
+ * they may wait for each other at grid barriers (the launch fails where the device cannot hold
+ * the grid). A launch error is returned and cleared. */
 template <typename... Params, typename... Args>
-cudaError_t launch_cooperative(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                               cudaStream_t s, Args... args)
+cudaError_t launch_cooperative(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s,
+                               Args... args)
 {
-    cudaError_t e = set_attributes(kernel, 1, smem);
-    if (e != cudaSuccess)
-        return e;
     cudaLaunchAttribute attr;
-    cudaLaunchConfig_t config = launch_config(grid, block, dim3(1, 1, 1), smem, s, &attr);
+    cudaLaunchConfig_t config = launch_config(grid, block, dim3(1, 1, 1), 0, s, &attr);
     attr.id = cudaLaunchAttributeCooperative;
     attr.val.cooperative = 1;
     config.attrs = &attr;
     config.numAttrs = 1;
-    e = cudaLaunchKernelEx(&config, kernel, args...);
+    const cudaError_t e = cudaLaunchKernelEx(&config, kernel, args...);
     if (e != cudaSuccess)
         cudaGetLastError();
     return e;

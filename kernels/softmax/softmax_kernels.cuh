@@ -1194,7 +1194,7 @@ template <int THREADS, int UNROLL, int PER_SM> struct split_launcher {
             cols / parts * (int64_t)sizeof(T) < 16)
             return cudaErrorInvalidValue;
         return ktune_launch::launch_cooperative(kernel, dim3((unsigned)(rows * parts)),
-                                                dim3(THREADS), 0, s, (const T *)x, (T *)y, rows,
+                                                dim3(THREADS), s, (const T *)x, (T *)y, rows,
                                                 (int)cols, (int)parts,
                                                 same_alignment<T, 16 / sizeof(T)>(x, y));
     }
