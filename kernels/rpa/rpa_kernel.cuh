@@ -557,49 +557,49 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
 }
 
 /* out's row (a query token under a head, of rows_total) from the splits' shares: each weighted
- * by 2^(its lse - the largest); a row no share saw a key of gets zeros. A warp a row. The loads
- * are issued together, every share's lse at once and the outputs four shares at a time (one
- * after the other, a row's merge would wait for memory once a share); a share that saw no key
- * is read too but weighs nothing, whatever its memory holds. */
+ * by 2^(its lse - the largest); a row no share saw a key of gets zeros. A warp a row. Every load
+ * of the row, each share's lse and its output, is issued before the first is used, so that the
+ * merge waits for memory once (share by share, a row waited once a share); a share that saw no
+ * key is read too but weighs nothing, whatever its memory holds. The kernel may start while the
+ * attention's last blocks run (programmatic dependent launch): it waits for that grid's memory
+ * before its first load. */
 template <typename T, int D>
-__global__ void merge(const float *part_o, const float *part_lse, T *out, int rows_total,
-                      int splits)
+__global__ void __launch_bounds__(256) merge(const float *part_o, const float *part_lse, T *out,
+                                             int rows_total, int splits)
 {
-    constexpr int PER = D / 32, MAX = KTUNE_RPA_MAX_SPLITS, GROUP = 4;
-    static_assert(MAX % GROUP == 0 && PER % 2 == 0, "whole groups of shares, pairs of columns");
+    constexpr int PER = D / 32, MAX = KTUNE_RPA_MAX_SPLITS;
+    static_assert(PER % 2 == 0, "pairs of columns");
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
     if (row >= rows_total)
         return;
-    float lse[MAX], top = -INFINITY;
+    float lse[MAX];
+    float2 v[MAX][PER / 2];
 #pragma unroll
     for (int z = 0; z < MAX; z++) {
+        const float2 *p = reinterpret_cast<const float2 *>(
+            part_o + ((int64_t)z * rows_total + row) * D + lane * PER);
         lse[z] = z < splits ? part_lse[(int64_t)z * rows_total + row] : -INFINITY;
-        top = fmaxf(top, lse[z]);
+#pragma unroll
+        for (int i = 0; i < PER / 2; i++)
+            v[z][i] = z < splits ? p[i] : make_float2(0.f, 0.f);
     }
+    float top = -INFINITY;
+#pragma unroll
+    for (int z = 0; z < MAX; z++)
+        top = fmaxf(top, lse[z]);
     float acc[PER] = {}, sum = 0.f;
 #pragma unroll
-    for (int z0 = 0; z0 < MAX; z0 += GROUP) {
-        if (z0 >= splits || top == -INFINITY)
-            break;
-        float2 v[GROUP][PER / 2];
+    for (int z = 0; z < MAX; z++) {
+        const bool seen = lse[z] != -INFINITY;
+        const float w = seen ? exp2f(lse[z] - top) : 0.f;
+        sum += w;
 #pragma unroll
-        for (int j = 0; j < GROUP; j++) {
-            const float2 *p = reinterpret_cast<const float2 *>(
-                part_o + ((int64_t)(z0 + j) * rows_total + row) * D + lane * PER);
-#pragma unroll
-            for (int i = 0; i < PER / 2; i++)
-                v[j][i] = z0 + j < splits ? p[i] : make_float2(0.f, 0.f);
-        }
-#pragma unroll
-        for (int j = 0; j < GROUP; j++) {
-            const bool seen = lse[z0 + j] != -INFINITY;
-            const float w = seen ? exp2f(lse[z0 + j] - top) : 0.f;
-            sum += w;
-#pragma unroll
-            for (int i = 0; i < PER / 2; i++) {
-                acc[2 * i] += seen ? w * v[j][i].x : 0.f;
-                acc[2 * i + 1] += seen ? w * v[j][i].y : 0.f;
-            }
+        for (int i = 0; i < PER / 2; i++) {
+            acc[2 * i] += seen ? w * v[z][i].x : 0.f;
+            acc[2 * i + 1] += seen ? w * v[z][i].y : 0.f;
         }
     }
     const float inv = sum > 0.f ? 1.f / sum : 0.f;

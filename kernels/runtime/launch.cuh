@@ -59,6 +59,26 @@ cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluste
     return e;
 }
 
+/* Launches kernel on grid x block after the stream's previous kernel as a programmatic
+ * dependent launch: its blocks may start while that kernel's last blocks run, and must wait for
+ * its memory (griddepcontrol.wait) before reading what it wrote. No dynamic shared memory, no
+ * cluster. A launch error is returned and cleared. */
+template <typename... Params, typename... Args>
+cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s,
+                             Args... args)
+{
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t config = launch_config(grid, block, dim3(1, 1, 1), 0, s, &attr);
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    const cudaError_t e = cudaLaunchKernelEx(&config, kernel, args...);
+    if (e != cudaSuccess)
+        cudaGetLastError();
+    return e;
+}
+
 /* Launches kernel on grid x block as a cooperative grid: every block resident at once, so that
  * they may wait for each other at grid barriers (the launch fails where the device cannot hold
  * the grid). A launch error is returned and cleared. */
