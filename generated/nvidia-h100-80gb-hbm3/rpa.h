@@ -2,6 +2,7 @@
 /* rpa on NVIDIA H100 80GB HBM3 (132 SMs, compute capability 90): 52 tuned keys.
  * run 1: run-rpa; driver 580.159.04, CUDA 13.0, source 6872523d4252, 2026-11-26
  * run 2: run-dec; driver 580.159.04, CUDA 13.0, source 48f58452d12f, 2026-11-26
+ * run 3: run-dec; driver 580.159.04, CUDA 13.0, source aab434cc823a, 2026-11-26
  * Each row: key, configuration, its time (us), the family default's time (us). */
 #ifndef KTUNE_RPA_NVIDIA_H100_80GB_HBM3_132_H
 #define KTUNE_RPA_NVIDIA_H100_80GB_HBM3_132_H
@@ -11,8 +12,8 @@
 static const ktune_row ktune_rpa_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_F16, 1, 16, 128, 8, 1, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits16", 62.032f, 72.312f},
     {{KTUNE_F16, 1, 16, 128, 64, 8, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages2_splits4", 395.328f, 404.288f},
-    {{KTUNE_F16, 1, 128, 128, 8, 1, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits16", 62.440f, 73.600f},
-    {{KTUNE_F16, 1, 128, 128, 64, 8, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits8", 378.240f, 378.240f},
+    {{KTUNE_F16, 1, 128, 128, 8, 1, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits16", 60.392f, 72.624f},
+    {{KTUNE_F16, 1, 128, 128, 64, 8, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages2_splits8", 373.600f, 378.688f},
     {{KTUNE_F16, 16, 16, 128, 8, 1, 8192}, "wgmma_consumers2_bn128_stages3_splits4", 106.080f, 150.768f},
     {{KTUNE_F16, 16, 16, 128, 64, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 571.488f, 571.488f},
     {{KTUNE_F16, 16, 128, 128, 8, 1, 8192}, "wgmma_consumers2_bn128_stages3_splits4", 91.696f, 125.200f},
@@ -31,10 +32,10 @@ static const ktune_row ktune_rpa_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_BF16, 1, 16, 128, 64, 8, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages2_splits4", 390.304f, 397.088f},
     {{KTUNE_BF16, 1, 64, 64, 32, 8, 4096}, "mma_warps_m1_warps_n1_mtiles1_bn32_stages2_splits8", 115.088f, 134.864f},
     {{KTUNE_BF16, 1, 64, 256, 32, 8, 4096}, "wgmma_consumers1_bn64_stages3_splits16", 372.352f, 586.272f},
-    {{KTUNE_BF16, 1, 128, 128, 8, 1, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages3_splits16", 65.392f, 74.840f},
+    {{KTUNE_BF16, 1, 128, 128, 8, 1, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits16", 63.208f, 76.712f},
     {{KTUNE_BF16, 1, 128, 128, 32, 8, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages2_splits4", 378.048f, 385.216f},
     {{KTUNE_BF16, 1, 128, 128, 32, 32, 8192}, "wgmma_consumers1_bn128_stages3_splits1", 1484.384f, 1603.008f},
-    {{KTUNE_BF16, 1, 128, 128, 64, 8, 8192}, "wgmma_consumers1_bn128_stages3_splits16", 421.504f, 444.064f},
+    {{KTUNE_BF16, 1, 128, 128, 64, 8, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages2_splits4", 418.816f, 426.496f},
     {{KTUNE_BF16, 16, 16, 128, 8, 1, 8192}, "wgmma_consumers2_bn128_stages3_splits4", 103.328f, 146.016f},
     {{KTUNE_BF16, 16, 16, 128, 32, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits16", 446.784f, 460.288f},
     {{KTUNE_BF16, 16, 16, 128, 32, 32, 8192}, "wgmma_consumers1_bn128_stages3_splits1", 1473.856f, 2048.064f},
