@@ -21,7 +21,9 @@
  * (whole steps) and blockIdx.z takes chunk z of the tile's keys, so that a long sequence takes
  * more blocks than a short one and the blocks' work stays even; it writes its normalized partial
  * output and log-sum-exp (base 2) in fp32 to the workspace (a chunk past the tile's keys: no
- * key, lse -inf), and merge() combines a row's shares. */
+ * key, lse -inf), and merge() combines a row's shares. A batch of decoding sequences with a
+ * workspace is split evenly instead (walk_of): a 1-dimensional grid of the blocks the device
+ * holds at once, each a run of the same number of steps, with the same shares and merge. */
 #pragma once
 
 #include <math.h>
