@@ -159,8 +159,9 @@ __device__ __forceinline__ tile_span span_of(const args &a, int seq, int tile, i
  * splits leaves most blocks of a batch of random lengths idle or short, and few long ones to
  * finish alone), and an item in at most `splits` pieces. A piece of an item is a share of its
  * rows: share b - (the block of the item's first step); the block holding an item's last step
- * marks its shares past the last empty for the merge. Every thread walks the same pieces: the
- * plan's scans run in every warp (lanes a sequence), the walk in every thread. */
+ * marks its shares past the last empty for the merge. The plan's scans run in the block's first
+ * warp (a lane a sequence), the walk in its first thread, which hands each piece to the block
+ * through shared memory. */
 struct piece {
     tile_span span;
     int seq, kvh, share;
