@@ -59,6 +59,22 @@ cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluste
     return e;
 }
 
+/* Launches kernel on grid x block with one launch attribute, no dynamic shared memory and no
+ * cluster. A launch error is returned and cleared. */
+template <typename... Params, typename... Args>
+cudaError_t launch_with(cudaLaunchAttribute attr, void (*kernel)(Params...), dim3 grid, dim3 block,
+                        cudaStream_t s, Args... args)
+{
+    cudaLaunchAttribute cluster;
+    cudaLaunchConfig_t config = launch_config(grid, block, dim3(1, 1, 1), 0, s, &cluster);
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    const cudaError_t e = cudaLaunchKernelEx(&config, kernel, args...);
+    if (e != cudaSuccess)
+        cudaGetLastError();
+    return e;
+}
+
 /* Launches kernel on grid x block after the stream's previous kernel as a programmatic
  * dependent launch: its blocks may start while that kernel's last blocks run, and must wait for
  * its memory (griddepcontrol.wait) before reading what it wrote. No dynamic shared memory, no
@@ -67,16 +83,10 @@ template <typename... Params, typename... Args>
 cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s,
                              Args... args)
 {
-    cudaLaunchAttribute attr;
-    cudaLaunchConfig_t config = launch_config(grid, block, dim3(1, 1, 1), 0, s, &attr);
+    cudaLaunchAttribute attr = {};
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &attr;
-    config.numAttrs = 1;
-    const cudaError_t e = cudaLaunchKernelEx(&config, kernel, args...);
-    if (e != cudaSuccess)
-        cudaGetLastError();
-    return e;
+    return launch_with(attr, kernel, grid, block, s, args...);
 }
 
 /* Launches kernel on grid x block as a cooperative grid: every block resident at once, so that
@@ -86,16 +96,10 @@ template <typename... Params, typename... Args>
 cudaError_t launch_cooperative(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s,
                                Args... args)
 {
-    cudaLaunchAttribute attr;
-    cudaLaunchConfig_t config = launch_config(grid, block, dim3(1, 1, 1), 0, s, &attr);
+    cudaLaunchAttribute attr = {};
     attr.id = cudaLaunchAttributeCooperative;
     attr.val.cooperative = 1;
-    config.attrs = &attr;
-    config.numAttrs = 1;
-    const cudaError_t e = cudaLaunchKernelEx(&config, kernel, args...);
-    if (e != cudaSuccess)
-        cudaGetLastError();
-    return e;
+    return launch_with(attr, kernel, grid, block, s, args...);
 }
 
 /* How many clusters of `cluster` blocks of `block` threads and smem bytes of dynamic shared memory
