@@ -5,10 +5,14 @@
  * A lane dequantizes a whole unit (32 consecutive k of one row) into 16 registers, pair p holding
  * values 2p and 2p + 1: the kernels give a lane the same 32 k of the activations, so that a
  * tensor-core k16 step of lane t multiplies its values 4j .. 4j + 3 (k permuted the same way in
- * both operands, which leaves the sum unchanged). A value is (q - zero) * scale: q - zero exactly
- * (q put in the mantissa of 1024.0 for f16 or 128.0 for bf16, where the integers are exact, then
- * 1024 + zero or 128 + zero subtracted), then one rounding of the product by the scale. bf16 with
- * 8 bits, whose values leave bf16's exact integers, goes through fp32 the same way (8388608.0). */
+ * both operands, which leaves the sum unchanged). A value is (q - zero) * scale: q - zero exactly,
+ * then one rounding of the product by the scale (or, for kernels that scale a group's sums after
+ * the multiply, q - zero alone). q - zero is made without shifting each field down: the field is
+ * masked where it lies (f16's 10 mantissa bits hold fields up to bit 9, bf16's 7 up to bit 6; the
+ * word is shifted once for the fields beyond), put in the mantissa of 1024.0 (f16) or 128.0 (bf16)
+ * with the mask, where the integers are exact, and one fma by 2^-offset less (the magic number
+ * 2^-offset + zero) gives q - zero exactly. bf16 with 8 bits, whose values leave bf16's exact
+ * integers, goes through fp32 (8388608.0). */
 #pragma once
 
 #include <cuda_bf16.h>
@@ -160,30 +164,102 @@ template <typename T> __device__ __forceinline__ unit_scale<T> scale_of(const ra
     return r;
 }
 
-/* (biased - z2) * s2 on two 16-bit values. */
-template <typename T> __device__ __forceinline__ uint32_t sub_mul(uint32_t biased, uint32_t z2, uint32_t s2)
+/* The bits of a 16-bit pair whose halves both hold v, for v = 2^-e (pow2_pair) or for an integer
+ * 0 <= v < 2048 (f16) or < 256 (bf16) (int_pair): exact in either type. */
+template <typename T> __host__ __device__ constexpr uint32_t pow2_pair(int e)
+{
+    return (std::is_same<T, __half>::value ? (uint32_t)(15 - e) << 10 : (uint32_t)(127 - e) << 7) * 0x10001u;
+}
+
+template <typename T> __host__ __device__ constexpr uint32_t int_pair(int v)
+{
+    int e = 0;
+    while (v >> (e + 1))
+        e++;
+    const uint32_t bits = v == 0 ? 0u
+                          : std::is_same<T, __half>::value
+                              ? (uint32_t)(e + 15) << 10 | ((uint32_t)v << (10 - e) & 0x3ffu)
+                              : (uint32_t)(e + 127) << 7 | ((uint32_t)v << (7 - e) & 0x7fu);
+    return bits * 0x10001u;
+}
+
+/* The magic number's pair (1024.0 for f16, 128.0 for bf16) and its mantissa's width. */
+template <typename T> struct magic_of {
+    static constexpr bool F16 = std::is_same<T, __half>::value;
+    static constexpr uint32_t PAIR = F16 ? 0x64006400u : 0x43004300u;
+    static constexpr int VALUE = F16 ? 1024 : 128, MANTISSA = F16 ? 10 : 7;
+};
+
+/* A 16-bit pair's type, and its bits as one. */
+template <typename T>
+using pair_t = typename std::conditional<std::is_same<T, __half>::value, __half2, __nv_bfloat162>::type;
+
+template <typename T> __device__ __forceinline__ pair_t<T> as_pair(uint32_t bits)
+{
+    pair_t<T> v;
+    memcpy(&v, &bits, 4);
+    return v;
+}
+
+template <typename T> __device__ __forceinline__ uint32_t bits_of(pair_t<T> v)
 {
     uint32_t r;
-    if constexpr (std::is_same<T, __half>::value) {
-        __half2 x, z, s;
-        memcpy(&x, &biased, 4), memcpy(&z, &z2, 4), memcpy(&s, &s2, 4);
-        const __half2 v = __hmul2(__hsub2(x, z), s);
-        memcpy(&r, &v, 4);
-    } else {
-        __nv_bfloat162 x, z, s;
-        memcpy(&x, &biased, 4), memcpy(&z, &z2, 4), memcpy(&s, &s2, 4);
-        const __nv_bfloat162 v = __hmul2(__hsub2(x, z), s);
-        memcpy(&r, &v, 4);
-    }
+    memcpy(&r, &v, 4);
     return r;
 }
 
-/* The 16 pairs of a unit's 32 values, dequantized. */
-template <int B, typename T>
+template <typename T> __device__ __forceinline__ uint32_t mul_pair(uint32_t x, uint32_t y)
+{
+    return bits_of<T>(__hmul2(as_pair<T>(x), as_pair<T>(y)));
+}
+
+/* q - zero of a field (2 or 4 bits, or 3: the 2-bit plane's field with the 1-bit plane's bit above
+ * it) lying at bit `at` of both halves of `biased` (the magic's pair or'ed with the field, masked
+ * in place), z2 the pair of magic + zero (unit_scale's): one fma by 2^-at, less magic 2^-at + zero
+ * (magic - magic 2^-at less z2: exact, as is the fma's result, a small integer). */
+template <typename T> __device__ __forceinline__ uint32_t field_value(uint32_t biased, int at, uint32_t z2)
+{
+    using M = magic_of<T>;
+    if (at == 0)
+        return bits_of<T>(__hsub2(as_pair<T>(biased), as_pair<T>(z2)));
+    const pair_t<T> c = __hsub2(as_pair<T>(int_pair<T>(M::VALUE - (M::VALUE >> at))), as_pair<T>(z2));
+    return bits_of<T>(__hfma2(as_pair<T>(biased), as_pair<T>(pow2_pair<T>(at)), c));
+}
+
+/* Pair p of a word of fields F bits wide (2 or 4) at bits F p of each half, biased: the field
+ * masked where it lies after the fewest shifts of the word (as many fields a shift as fit below the
+ * mantissa's top), and its offset there. */
+template <typename T, int F> struct field_at {
+    static constexpr int PER_SHIFT = (magic_of<T>::MANTISSA - F) / F + 1;
+    __device__ __forceinline__ static int shift(int p) { return p / PER_SHIFT * PER_SHIFT * F; }
+    __device__ __forceinline__ static int at(int p) { return p % PER_SHIFT * F; }
+    __device__ __forceinline__ static uint32_t biased(uint32_t word, int p)
+    {
+        constexpr uint32_t mask = ((1u << F) - 1) * 0x10001u;
+        return ((word >> shift(p)) & (mask << at(p))) | magic_of<T>::PAIR;
+    }
+};
+
+/* Pair `pair` (0 <= pair < 16) of a 3-bit unit: its 2-bit field (pair p = pair % 8 of word
+ * pair / 8 of the first plane) with its plane-1 bit (bit `pair` of each half of q2) moved above it;
+ * 3-bit fields fit below the mantissa's top (2 at + 3 <= MANTISSA) a shift of the word. */
+template <typename T> struct field3_at {
+    static constexpr int PER_SHIFT = (magic_of<T>::MANTISSA - 3) / 2 + 1;
+    __device__ __forceinline__ static int at(int p) { return p % PER_SHIFT * 2; }
+    __device__ __forceinline__ static uint32_t biased(uint32_t word, uint32_t q2, int pair)
+    {
+        const int p = pair % 8, shift = p / PER_SHIFT * PER_SHIFT * 2, to = at(p) + 2;
+        const uint32_t hi = (to >= pair ? q2 << (to - pair) : q2 >> (pair - to)) & (0x00010001u << to);
+        return ((word >> shift) & (0x00030003u << at(p))) | hi | magic_of<T>::PAIR;
+    }
+};
+
+/* The 16 pairs of a unit's 32 values, dequantized: (q - zero) * scale, or with SCALED false
+ * q - zero alone (exact in the pair's type). */
+template <int B, typename T, bool SCALED = true>
 __device__ __forceinline__ void dequant_unit(const uint32_t (&q)[B], const unit_scale<T> &sc,
                                              uint32_t (&out)[16])
 {
-    constexpr uint32_t magic = std::is_same<T, __half>::value ? 0x64006400u : 0x43004300u;
     if constexpr (B == 8 && std::is_same<T, __nv_bfloat16>::value) {
         /* through fp32: a byte in the mantissa of 2^23 */
 #pragma unroll
@@ -192,36 +268,28 @@ __device__ __forceinline__ void dequant_unit(const uint32_t (&q)[B], const unit_
             for (int h = 0; h < 2; h++) {
                 const float x = __uint_as_float(__byte_perm(q[i], 0x4bu, 0x4550 + 2 * h)) - sc.zf;
                 const float y = __uint_as_float(__byte_perm(q[i], 0x4bu, 0x4551 + 2 * h)) - sc.zf;
-                const __nv_bfloat162 v = __floats2bfloat162_rn(x * sc.s, y * sc.s);
+                const __nv_bfloat162 v = SCALED ? __floats2bfloat162_rn(x * sc.s, y * sc.s)
+                                                : __floats2bfloat162_rn(x, y);
                 memcpy(&out[2 * i + h], &v, 4);
             }
-    } else if constexpr (B == 8) {
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            out[2 * i] = sub_mul<T>(__byte_perm(q[i], 0x64646464u, 0x4140), sc.z2, sc.s2);
-            out[2 * i + 1] = sub_mul<T>(__byte_perm(q[i], 0x64646464u, 0x4342), sc.z2, sc.s2);
-        }
-    } else if constexpr (B == 4) {
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-#pragma unroll
-            for (int p = 0; p < 4; p++)
-                out[4 * i + p] = sub_mul<T>(((q[i] >> (4 * p)) & 0x000f000fu) | magic, sc.z2, sc.s2);
-    } else if constexpr (B == 2) {
-#pragma unroll
-        for (int i = 0; i < 2; i++)
-#pragma unroll
-            for (int p = 0; p < 8; p++)
-                out[8 * i + p] = sub_mul<T>(((q[i] >> (2 * p)) & 0x00030003u) | magic, sc.z2, sc.s2);
     } else {
 #pragma unroll
-        for (int i = 0; i < 2; i++)
-#pragma unroll
-            for (int p = 0; p < 8; p++) {
-                const int pair = 8 * i + p;
-                const uint32_t hi = ((q[2] >> pair) & 0x00010001u) << 2;
-                out[pair] = sub_mul<T>(((q[i] >> (2 * p)) & 0x00030003u) | hi | magic, sc.z2, sc.s2);
+        for (int pair = 0; pair < 16; pair++) {
+            uint32_t v;
+            if constexpr (B == 8)
+                v = field_value<T>(__byte_perm(q[pair / 2], 0x64646464u, pair % 2 ? 0x4342u : 0x4140u),
+                                   0, sc.z2);
+            else if constexpr (B == 3)
+                v = field_value<T>(field3_at<T>::biased(q[pair / 8], q[2], pair),
+                                   field3_at<T>::at(pair % 8), sc.z2);
+            else {
+                constexpr int PER_WORD = 16 / B; /* pairs a word */
+                using F = field_at<T, B>;
+                v = field_value<T>(F::biased(q[pair / PER_WORD], pair % PER_WORD), F::at(pair % PER_WORD),
+                                   sc.z2);
             }
+            out[pair] = SCALED ? mul_pair<T>(v, sc.s2) : v;
+        }
     }
 }
 
@@ -234,7 +302,6 @@ template <int B, typename T>
 __device__ __forceinline__ void dequant_quarter(const uint32_t (&q)[B], uint32_t s2, uint32_t z2,
                                                 int t, uint32_t (&out)[4])
 {
-    constexpr uint32_t magic = std::is_same<T, __half>::value ? 0x64006400u : 0x43004300u;
     if constexpr (B == 8 && std::is_same<T, __nv_bfloat16>::value) {
         const float s = __uint_as_float(s2 << 16), zf = __uint_as_float(z2);
         const uint32_t sel = 0x4550u + 2 * (t & 1);
@@ -251,20 +318,28 @@ __device__ __forceinline__ void dequant_quarter(const uint32_t (&q)[B], uint32_t
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const uint32_t word = (t >> 1) ? q[2 * j + 1] : q[2 * j];
-            out[j] = sub_mul<T>(__byte_perm(word, 0x64646464u, sel), z2, s2);
+            out[j] = mul_pair<T>(field_value<T>(__byte_perm(word, 0x64646464u, sel), 0, z2), s2);
         }
-    } else if constexpr (B == 4) {
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            out[j] = sub_mul<T>(((q[j] >> (4 * t)) & 0x000f000fu) | magic, z2, s2);
     } else {
+        /* t is known only at run time: the fields are shifted down to bit 0 (f16's 2-bit fields
+         * but for the one at bit 8) */
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            const int p = t + 4 * (j & 1); /* pair t + 4 j is pair p of word j / 2 */
-            uint32_t biased = ((q[j >> 1] >> (2 * p)) & 0x00030003u) | magic;
-            if constexpr (B == 3)
-                biased |= ((q[2] >> (t + 4 * j)) & 0x00010001u) << 2;
-            out[j] = sub_mul<T>(biased, z2, s2);
+            uint32_t biased;
+            int at = 0;
+            if constexpr (B == 4)
+                biased = ((q[j] >> (4 * t)) & 0x000f000fu) | magic_of<T>::PAIR;
+            else if constexpr (B == 2 && magic_of<T>::MANTISSA >= 10) {
+                /* pairs t and t + 4 of word j / 2: bits 2t and 2t + 8 of its halves, one shift */
+                at = 8 * (j & 1);
+                biased = ((q[j >> 1] >> (2 * t)) & (0x00030003u << at)) | magic_of<T>::PAIR;
+            } else {
+                const int p = t + 4 * (j & 1); /* pair t + 4 j is pair p of word j / 2 */
+                biased = ((q[j >> 1] >> (2 * p)) & 0x00030003u) | magic_of<T>::PAIR;
+                if constexpr (B == 3) /* bit t + 4 j of each half of q[2] to bit 2 */
+                    biased |= (j == 0 ? (q[2] << 2) >> t : q[2] >> (t + 4 * j - 2)) & 0x00040004u;
+            }
+            out[j] = mul_pair<T>(field_value<T>(biased, at, z2), s2);
         }
     }
 }

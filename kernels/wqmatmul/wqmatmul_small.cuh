@@ -9,8 +9,11 @@
  * each 8-row tile: its 16 pairs are the k of eight m16n8k16 multiplies, 4 values each (the same
  * permutation of k in both operands). UNROLL slabs of W and their scales are loaded before any
  * is multiplied, the activations of a slab while the one before is multiplied. The sums are
- * fp32, or (ACC32 0, f16 only) f16 over a slab and fp32 across slabs. The warps' sums meet in
- * shared memory; the block stores C. */
+ * fp32, or (ACC32 0, f16 only) f16 over a slab and fp32 across slabs. With fp32 sums and groups of
+ * whole slabs (a multiple of 128: the 16 k of a multiply share each row's scale), the launcher
+ * runs the kernel with POST: W is dequantized to q - zero alone and a slab's sums, multiplied
+ * afresh, are scaled by the row's scale and added to the totals (four fma a tile and slab for one
+ * multiply a pair of W saved). The warps' sums meet in shared memory; the block stores C. */
 #pragma once
 
 #include "../matmul/matmul_common.cuh"
@@ -28,12 +31,13 @@ __device__ __forceinline__ void mma_16816_h(uint32_t (&d)[2], const uint32_t (&a
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-template <typename T, int B, int WARPS, int UNROLL, int MTILES, int RTILES, int ACC32>
+template <typename T, int B, int WARPS, int UNROLL, int MTILES, int RTILES, int ACC32, bool POST>
 __global__ void __launch_bounds__(WARPS * 32)
     small_kernel(const T *__restrict__ a, qweight_view<T> w, T *__restrict__ c, int m, int n, int k)
 {
     static_assert(ACC32 || std::is_same<T, __half>::value, "16-bit sums for f16 only");
     static_assert(WARPS >= 2, "the warps' sums meet in shared memory");
+    static_assert(!POST || ACC32, "a slab's sums scaled in fp32");
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int64_t row0 = (int64_t)blockIdx.x * 16 * RTILES; /* the block's first row of W */
     const int64_t units = w.units, slabs = (units + 3) / 4;
@@ -91,22 +95,34 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
             for (int r = 0; r < RTILES; r++) {
                 uint32_t p[2][16];
+                float s[2]; /* POST: rows g and g + 8's scales */
 #pragma unroll
-                for (int h = 0; h < 2; h++)
-                    dequant_unit<B, T>(q[u][r][h], scale_of(sc[u][r][h]), p[h]);
+                for (int h = 0; h < 2; h++) {
+                    const unit_scale<T> us = scale_of(sc[u][r][h]);
+                    dequant_unit<B, T, !POST>(q[u][r][h], us, p[h]);
+                    s[h] = us.s;
+                }
 #pragma unroll
                 for (int mt = 0; mt < MTILES; mt++) {
                     const uint32_t *xa = reinterpret_cast<const uint32_t *>(x[u % 2][mt]);
                     uint32_t h16[2] = {0, 0};
+                    float slab[4] = {0, 0, 0, 0};
 #pragma unroll
                     for (int j = 0; j < 8; j++) {
                         const uint32_t fa[4] = {p[0][2 * j], p[1][2 * j], p[0][2 * j + 1],
                                                 p[1][2 * j + 1]};
                         const uint32_t fb[2] = {xa[2 * j], xa[2 * j + 1]};
-                        if constexpr (ACC32)
+                        if constexpr (POST)
+                            ktune_matmul_impl::mma_16816<T>(slab, fa, fb);
+                        else if constexpr (ACC32)
                             ktune_matmul_impl::mma_16816<T>(d[r][mt], fa, fb);
                         else
                             mma_16816_h(h16, fa, fb);
+                    }
+                    if constexpr (POST) {
+#pragma unroll
+                        for (int i = 0; i < 4; i++)
+                            d[r][mt][i] = fmaf(s[i / 2], slab[i], d[r][mt][i]);
                     }
                     if constexpr (!ACC32) {
                         const float2 lo = __half22float2(*reinterpret_cast<const __half2 *>(&h16[0]));
@@ -141,8 +157,14 @@ template <int WARPS, int UNROLL, int MTILES, int RTILES, int ACC32> struct small
             return cudaErrorInvalidValue; /* the space allows 16-bit sums for f16 only */
         else {
             const int64_t blocks = (n + 16 * RTILES - 1) / (16 * RTILES);
-            small_kernel<T, B, WARPS, UNROLL, MTILES, RTILES, ACC32><<<(unsigned)blocks, WARPS * 32, 0, s>>>(
-                (const T *)a, view_of<T>(w, n, k), (T *)c, (int)m, (int)n, (int)k);
+            if (ACC32 && w.group % 128 == 0)
+                small_kernel<T, B, WARPS, UNROLL, MTILES, RTILES, ACC32, ACC32 != 0>
+                    <<<(unsigned)blocks, WARPS * 32, 0, s>>>((const T *)a, view_of<T>(w, n, k), (T *)c,
+                                                            (int)m, (int)n, (int)k);
+            else
+                small_kernel<T, B, WARPS, UNROLL, MTILES, RTILES, ACC32, false>
+                    <<<(unsigned)blocks, WARPS * 32, 0, s>>>((const T *)a, view_of<T>(w, n, k), (T *)c,
+                                                            (int)m, (int)n, (int)k);
             return cudaGetLastError();
         }
     }

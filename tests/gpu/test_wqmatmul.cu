@@ -1,8 +1,11 @@
 /* The packed weight's round trip for every bit width (pack, dequantize, compare with the rule of
  * include/ktune/wqmatmul.h computed here), then every wqmatmul config of the space on odd shapes
  * (tails in m and n, k of an odd number of 32-wide units, groups of 32 to 128), with and without
- * zero points, bf16 and f16, on poisoned outputs, against a host reference of the dequantized
- * weight in double; then the public entry point and its argument checks. Exits 77 without a GPU. */
+ * zero points, bf16 and f16, on poisoned outputs, against a host reference in double of the
+ * weight as the kernels multiply by it (include/ktune/wqmatmul.h): dequantized and rounded to the
+ * dtype, or unrounded for the kernels that scale a group's sums (a launch passes when every output
+ * is within the tolerance of one of the two); then the public entry point and its argument checks.
+ * Exits 77 without a GPU. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -34,7 +37,8 @@ struct weight {
     bool zeros;
     std::vector<uint8_t> q, z;
     std::vector<uint16_t> s;
-    std::vector<double> w; /* (q - zero) * scale in fp32, rounded once to dtype */
+    std::vector<double> w;  /* (q - zero) * scale in fp32, rounded once to dtype */
+    std::vector<double> wx; /* (q - zero) * scale, unrounded */
     uint8_t *q_d = nullptr, *z_d = nullptr;
     void *packed = nullptr, *s_d = nullptr;
 };
@@ -52,12 +56,15 @@ static void weight_init(weight &x)
     for (auto &v : x.z)
         v = (uint8_t)(rand() % (1 << x.bits));
     x.w.resize(x.q.size());
+    x.wx.resize(x.q.size());
     for (int64_t j = 0; j < x.n; j++)
         for (int64_t l = 0; l < x.k; l++) {
             const size_t gi = (size_t)(j * groups + l / x.group);
             const float zero = x.zeros ? (float)x.z[gi] : (float)(1 << (x.bits - 1));
             const float v = ((float)x.q[(size_t)(j * x.k + l)] - zero) * bits16_value(x.s[gi], x.dtype);
             x.w[(size_t)(j * x.k + l)] = bits16_value(bits16_of(v, x.dtype), x.dtype);
+            x.wx[(size_t)(j * x.k + l)] =
+                ((double)x.q[(size_t)(j * x.k + l)] - zero) * bits16_value(x.s[gi], x.dtype);
         }
     CHECK(cudaMalloc(&x.q_d, x.q.size()));
     CHECK(cudaMalloc(&x.packed, ktune_qweight_packed_bytes(x.n, x.k, x.bits, KTUNE_QWEIGHT_K32)));
@@ -109,21 +116,24 @@ static long long round_trip(weight &x)
 
 /* Elements out of tolerance (NaN counts) against the double reference: the output's rounding,
  * fp32 sums in another order and, for f16, 16-bit sums over a unit or a slab. */
-static long long check_output(const uint16_t *c, const std::vector<double> &ref, int dtype, int64_t k,
-                              int64_t *first)
+/* The outputs off ref (rounded weights) and, where that is not 0, the fewer of those and of the
+ * outputs off refx (unrounded); first: the first output off ref. */
+static long long check_output(const uint16_t *c, const std::vector<double> &ref,
+                              const std::vector<double> &refx, int dtype, int64_t k, int64_t *first)
 {
     std::vector<uint16_t> out(ref.size());
     CHECK(cudaMemcpy(out.data(), c, out.size() * 2, cudaMemcpyDeviceToHost));
     const double rtol = dtype == KTUNE_F16 ? 1.0 / 512 : 1.0 / 128;
     const double atol = (dtype == KTUNE_F16 ? 4e-3 : 1e-3) * sqrt((double)k);
-    long long bad = 0;
+    long long bad = 0, badx = 0;
     *first = -1;
     for (size_t i = 0; i < out.size(); i++) {
         const double got = bits16_value(out[i], dtype);
         if (!(fabs(got - ref[i]) <= atol + rtol * fabs(ref[i])) && bad++ == 0)
             *first = (int64_t)i;
+        badx += !(fabs(got - refx[i]) <= atol + rtol * fabs(refx[i]));
     }
-    return bad;
+    return bad < badx ? bad : badx;
 }
 
 int main()
@@ -169,17 +179,20 @@ int main()
                 weight x{dtype, bits, (int)sh[3], n, k, (m + n) % 2 == 1};
                 weight_init(x);
                 std::vector<uint16_t> a((size_t)(m * k));
-                std::vector<double> av(a.size()), ref((size_t)(m * n), 0);
+                std::vector<double> av(a.size()), ref((size_t)(m * n), 0), refx(ref.size(), 0);
                 for (size_t i = 0; i < a.size(); i++) {
                     a[i] = bits16_of((float)(uniform() * 2 - 1), dtype);
                     av[i] = bits16_value(a[i], dtype);
                 }
                 for (int64_t i = 0; i < m; i++)
                     for (int64_t j = 0; j < n; j++) {
-                        double sum = 0;
-                        for (int64_t l = 0; l < k; l++)
+                        double sum = 0, sumx = 0;
+                        for (int64_t l = 0; l < k; l++) {
                             sum += av[(size_t)(i * k + l)] * x.w[(size_t)(j * k + l)];
+                            sumx += av[(size_t)(i * k + l)] * x.wx[(size_t)(j * k + l)];
+                        }
                         ref[(size_t)(i * n + j)] = sum;
+                        refx[(size_t)(i * n + j)] = sumx;
                     }
                 uint16_t *a_d, *c_d;
                 CHECK(cudaMalloc(&a_d, a.size() * 2));
@@ -198,7 +211,7 @@ int main()
                     if (e == cudaSuccess)
                         e = cudaDeviceSynchronize();
                     int64_t first = -1;
-                    const long long bad = e == cudaSuccess ? check_output(c, ref, dtype, k, &first) : -1;
+                    const long long bad = e == cudaSuccess ? check_output(c, ref, refx, dtype, k, &first) : -1;
                     checked++;
                     if (bad != 0) {
                         failures++;
@@ -221,7 +234,7 @@ int main()
                     st = ktune_wqmatmul(a_d, &qw, c, m, n, k, (ktune_dtype)dtype, 0);
                 CHECK(cudaDeviceSynchronize());
                 int64_t first;
-                const long long bad = st == KTUNE_OK ? check_output(c, ref, dtype, k, &first) : -1;
+                const long long bad = st == KTUNE_OK ? check_output(c, ref, refx, dtype, k, &first) : -1;
                 checked++;
                 if (st != KTUNE_OK || bad) {
                     failures++;
