@@ -65,14 +65,15 @@ void fill_sets(T *x, int64_t count, int64_t stride, int sets, uint64_t seed, uin
     fill_uniform<T><<<grid, 256>>>(x, count, stride, seed, seed_step, lo, hi);
 }
 
-/* Counts y[i] in bad[0] when |y[i] - want| > atol + rtol * |want| (NaN included), and keeps the
- * first such i in bad[1]. */
+/* Counts y[i] in bad[0] when |y[i] - want| > atol + rtol * |want| and as far from alt (NaN
+ * included), and keeps the first such i in bad[1]. */
 template <typename T>
-__device__ __forceinline__ void compare_one(T y, float want, int64_t i, float atol, float rtol,
-                                            unsigned long long *bad)
+__device__ __forceinline__ void compare_one(T y, float want, float alt, int64_t i, float atol,
+                                            float rtol, unsigned long long *bad)
 {
     const float got = static_cast<float>(y);
-    if (!(fabsf(got - want) <= atol + rtol * fabsf(want))) {
+    if (!(fabsf(got - want) <= atol + rtol * fabsf(want)) &&
+        !(fabsf(got - alt) <= atol + rtol * fabsf(alt))) {
         atomicAdd(&bad[0], 1ULL);
         atomicMin(&bad[1], (unsigned long long)i);
     }
@@ -81,14 +82,15 @@ __device__ __forceinline__ void compare_one(T y, float want, int64_t i, float at
 /* Elements a thread of compare reads at once. */
 constexpr int compare_vector = 8;
 
-/* bad[0] += the elements with |y - ref| > atol + rtol * |ref| (NaN included); bad[1] = the
- * first of them. y and ref 32-byte aligned (cudaMalloc's and the carver's are): a thread reads 8
- * elements of each at once, in 16- or 32-byte loads (one element a load took 55 us against 45 for
- * 2^24 bf16 elements, 174 against 141 for 2^26, on an H100, where a copy of as many bytes takes
- * 38 and 136). */
+/* bad[0] += the elements with |y - ref| > atol + rtol * |ref| (NaN included), and as far from
+ * alt where alt is not null (a second answer as right as ref); bad[1] = the first of them. y, ref
+ * and alt 32-byte aligned (cudaMalloc's and the carver's are): a thread reads 8 elements of each
+ * at once, in 16- or 32-byte loads (one element a load took 55 us against 45 for 2^24 bf16
+ * elements, 174 against 141 for 2^26, on an H100, where a copy of as many bytes takes 38 and
+ * 136). */
 template <typename T>
-__global__ void compare(const T *y, const float *ref, int64_t n, float atol, float rtol,
-                        unsigned long long *bad)
+__global__ void compare(const T *y, const float *ref, const float *alt, int64_t n, float atol,
+                        float rtol, unsigned long long *bad)
 {
     constexpr int v = compare_vector;
     struct alignas(v * sizeof(T)) outs {
@@ -102,23 +104,24 @@ __global__ void compare(const T *y, const float *ref, int64_t n, float atol, flo
     for (int64_t c = first; c < chunks; c += stride) {
         const outs got = reinterpret_cast<const outs *>(y)[c];
         const refs want = reinterpret_cast<const refs *>(ref)[c];
+        const refs other = alt ? reinterpret_cast<const refs *>(alt)[c] : want;
 #pragma unroll
         for (int j = 0; j < v; j++)
-            compare_one(got.e[j], want.e[j], c * v + j, atol, rtol, bad);
+            compare_one(got.e[j], want.e[j], other.e[j], c * v + j, atol, rtol, bad);
     }
     for (int64_t i = chunks * v + first; i < n; i += stride)
-        compare_one(y[i], ref[i], i, atol, rtol, bad);
+        compare_one(y[i], ref[i], alt ? alt[i] : ref[i], i, atol, rtol, bad);
 }
 
 /* Enqueues compare with as many blocks of 256 threads as its elements need, 1024 at most: a check
  * of a small output then costs little beside its launch. */
 template <typename T>
 cudaError_t compare_launch(const T *y, const float *ref, int64_t n, float atol, float rtol,
-                           unsigned long long *bad, cudaStream_t stream)
+                           unsigned long long *bad, cudaStream_t stream, const float *alt = nullptr)
 {
     const int64_t per_block = compare_vector * 256, want = (n + per_block - 1) / per_block;
     const unsigned blocks = (unsigned)(want < 1 ? 1 : want > 1024 ? 1024 : want);
-    compare<T><<<blocks, 256, 0, stream>>>(y, ref, n, atol, rtol, bad);
+    compare<T><<<blocks, 256, 0, stream>>>(y, ref, alt, n, atol, rtol, bad);
     return cudaGetLastError();
 }
 

@@ -50,9 +50,9 @@ __global__ void pack_kernel(const uint8_t *__restrict__ q, uint32_t *__restrict_
     }
 }
 
-template <typename T>
+template <typename T, typename O>
 __global__ void dequantize_kernel(const uint32_t *__restrict__ packed, const T *__restrict__ scales,
-                                  const uint8_t *__restrict__ zeros, T *__restrict__ out, int64_t n,
+                                  const uint8_t *__restrict__ zeros, O *__restrict__ out, int64_t n,
                                   int64_t k, int b, int group)
 {
     const int64_t units = k / 32, total = n * units, groups = k / group;
@@ -67,7 +67,7 @@ __global__ void dequantize_kernel(const uint32_t *__restrict__ packed, const T *
             uint32_t x = packed[e * p0 + word_of(v, b)] >> shift_of(v, b) & ((1u << low) - 1);
             if (b == 3)
                 x |= (packed[total * 2 + e] >> high_bit_of(v) & 1) << 2;
-            out[row * k + 32 * u + v] = ktune_common::from_float<T>(((float)x - (float)z) * s);
+            out[row * k + 32 * u + v] = ktune_common::from_float<O>(((float)x - (float)z) * s);
         }
     }
 }
@@ -87,16 +87,24 @@ inline cudaError_t pack(const uint8_t *q, void *packed, int64_t n, int64_t k, in
     return cudaGetLastError();
 }
 
+/* The plain matrix into out: of the scales' dtype, or (f32) in fp32, unrounded ((q - zero) * scale
+ * is exact there: an integer of at most 9 bits times a 16-bit float). */
 inline cudaError_t dequantize(const ktune_qweight &w, void *out, int64_t n, int64_t k, int dtype,
-                              cudaStream_t s)
+                              cudaStream_t s, bool f32 = false)
 {
     const unsigned grid = grid_of(n * (k / 32));
-    if (dtype == KTUNE_F16)
-        dequantize_kernel<<<grid, 256, 0, s>>>((const uint32_t *)w.packed, (const __half *)w.scales,
-                                               w.zeros, (__half *)out, n, k, w.bits, w.group);
+    const uint32_t *packed = (const uint32_t *)w.packed;
+    if (dtype == KTUNE_F16 && f32)
+        dequantize_kernel<<<grid, 256, 0, s>>>(packed, (const __half *)w.scales, w.zeros, (float *)out,
+                                               n, k, w.bits, w.group);
+    else if (dtype == KTUNE_F16)
+        dequantize_kernel<<<grid, 256, 0, s>>>(packed, (const __half *)w.scales, w.zeros,
+                                               (__half *)out, n, k, w.bits, w.group);
+    else if (f32)
+        dequantize_kernel<<<grid, 256, 0, s>>>(packed, (const __nv_bfloat16 *)w.scales, w.zeros,
+                                               (float *)out, n, k, w.bits, w.group);
     else
-        dequantize_kernel<<<grid, 256, 0, s>>>((const uint32_t *)w.packed,
-                                               (const __nv_bfloat16 *)w.scales, w.zeros,
+        dequantize_kernel<<<grid, 256, 0, s>>>(packed, (const __nv_bfloat16 *)w.scales, w.zeros,
                                                (__nv_bfloat16 *)out, n, k, w.bits, w.group);
     return cudaGetLastError();
 }

@@ -5,8 +5,10 @@
  * symmetric quantization (no zero points). Each input set has its own a, packed weight and
  * scales (one block, so that the copy anchor moves the packed weight and its scales in one copy)
  * and c. The reference: the weight of set 0 dequantized (ktune_qweight_dequantize's rule, the
- * values the kernels multiply by), then cuBLAS in fp32 into fp32; a result passes within the
- * tolerance check_compare states. The vendor path is the same layer unquantized: cuBLAS on the
+ * values the kernels multiply by), then cuBLAS in fp32 into fp32; for the keys where some kernels
+ * multiply by q - zero and scale a group's sums instead (m <= 32, groups of a multiple of 128), a
+ * second one from the unrounded weight in fp32. A result passes within the tolerance
+ * check_compare states of either. The vendor path is the same layer unquantized: cuBLAS on the
  * dequantized weight in the activations' dtype, one dense copy a set of its own. */
 #include <cublas_v2.h>
 #include <math.h>
@@ -39,6 +41,7 @@ struct state {
     void *scratch = nullptr; /* q before packing; then the copy anchor's destination */
     void *vendor_c = nullptr;
     float *ref = nullptr;
+    float *refx = nullptr, *densex = nullptr, *ax = nullptr; /* the second reference, its inputs */
     ktune_qweight w[max_sets] = {};
 } st;
 
@@ -57,6 +60,22 @@ cublasStatus_t gemm(int set, int dset, void *out, cudaDataType_t out_type)
                         st.dense[dset], cuda_type(st.dtype), (int)st.k, st.a[set],
                         cuda_type(st.dtype), (int)st.k, &zero, out, out_type, (int)st.n,
                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+/* refx = ax densex^T in fp32 (the second reference's product). */
+cublasStatus_t gemm_f32()
+{
+    const float one = 1.f, zero = 0.f;
+    return cublasGemmEx(cublas.handle, CUBLAS_OP_T, CUBLAS_OP_N, (int)st.n, (int)st.m, (int)st.k, &one,
+                        st.densex, CUDA_R_32F, (int)st.k, st.ax, CUDA_R_32F, (int)st.k, &zero, st.refx,
+                        CUDA_R_32F, (int)st.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+template <typename T> __global__ void widen(const T *x, float *y, int64_t count)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = ktune_common::to_float<T>(x[i]);
 }
 
 /* q of `count` values uniform over [0, 2^bits), from a hash of seed. */
@@ -88,6 +107,10 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
     const size_t abytes = (size_t)(st.m * st.k * 2), wbytes = st.packed_bytes + st.scale_bytes,
                  cbytes = (size_t)(st.m * st.n * 2), dbytes = (size_t)(st.n * st.k * 2),
                  ref_bytes = (size_t)(st.m * st.n) * 4,
+                 alt_bytes = st.m <= 32 && st.group % 128 == 0
+                                 ? carver::round((size_t)(st.n * st.k) * 4) +
+                                       carver::round((size_t)(st.m * st.k) * 4) + carver::round(ref_bytes)
+                                 : 0,
                  scratch_bytes = std::max((size_t)(st.n * st.k), wbytes);
     const int sets = ktune_worker_check::rotating_sets((int64_t)(abytes + wbytes + cbytes), l2_bytes,
                                                        max_sets);
@@ -98,7 +121,8 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
                  ? (char *)ktune_worker_arena((size_t)sets * set_bytes +
                                                   (size_t)dense_sets * carver::round(dbytes) +
                                                   carver::round(scratch_bytes) +
-                                                  carver::round(cbytes) + carver::round(ref_bytes),
+                                                  carver::round(cbytes) + carver::round(ref_bytes) +
+                                                  alt_bytes,
                                               &e)
                  : nullptr};
     if (c.at) {
@@ -108,6 +132,11 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
         st.scratch = c.take(scratch_bytes);
         st.vendor_c = c.take(cbytes);
         st.ref = (float *)c.take(ref_bytes);
+        if (alt_bytes) {
+            st.densex = (float *)c.take((size_t)(st.n * st.k) * 4);
+            st.ax = (float *)c.take((size_t)(st.m * st.k) * 4);
+            st.refx = (float *)c.take(ref_bytes);
+        }
         st.sets = sets;
         st.dense_sets = dense_sets;
         st.dense_ready = 0;
@@ -141,6 +170,17 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
     }
     if (e == cudaSuccess)
         e = from_cublas(gemm(0, 0, st.ref, CUDA_R_32F));
+    if (e == cudaSuccess && st.refx) {
+        e = ktune_wqmatmul_impl::dequantize(st.w[0], st.densex, st.n, st.k, st.dtype, 0, true);
+        if (st.dtype == KTUNE_F16)
+            widen<<<1024, 256>>>((const __half *)st.a[0], st.ax, st.m * st.k);
+        else
+            widen<<<1024, 256>>>((const __nv_bfloat16 *)st.a[0], st.ax, st.m * st.k);
+        if (e == cudaSuccess)
+            e = cudaGetLastError();
+        if (e == cudaSuccess)
+            e = from_cublas(gemm_f32());
+    }
     if (e == cudaSuccess)
         e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {
@@ -174,9 +214,9 @@ cudaError_t check_compare(cudaStream_t stream, unsigned long long *bad, int64_t 
     const float atol = (st.dtype == KTUNE_F16 ? 4e-3f : 1e-3f) * sqrtf((float)st.k);
     if (st.dtype == KTUNE_F16)
         return ktune_worker_check::compare_launch((const __half *)st.c[0], st.ref, st.m * st.n,
-                                                  atol, 1.f / 512, bad, stream);
+                                                  atol, 1.f / 512, bad, stream, st.refx);
     return ktune_worker_check::compare_launch((const __nv_bfloat16 *)st.c[0], st.ref, st.m * st.n,
-                                              atol, 1.f / 128, bad, stream);
+                                              atol, 1.f / 128, bad, stream, st.refx);
 }
 
 /* The anchor: the packed weight and its scales, the bytes the kernels stream. */
