@@ -44,6 +44,8 @@ template <typename T> struct qweight_view {
     int64_t units;          /* units a row: k / 32 */
     int group_units;        /* units a group: group / 32 */
     int groups;             /* groups a row: k / group */
+    uint32_t group_mul;     /* u / group_units = u * group_mul >> group_shift (group_of) */
+    int group_shift;
 };
 
 template <typename T> qweight_view<T> view_of(const ktune_qweight &w, int64_t n, int64_t k)
@@ -56,7 +58,35 @@ template <typename T> qweight_view<T> view_of(const ktune_qweight &w, int64_t n,
     v.units = k / 32;
     v.group_units = w.group / 32;
     v.groups = (int)(k / w.group);
+    /* division by a constant d for dividends below 2^31 (Granlund and Montgomery): l = ceil(log2 d),
+     * shift 31 + l, multiplier ceil(2^shift / d) (below 2^32) */
+    int l = 0;
+    while ((1 << l) < v.group_units)
+        l++;
+    v.group_shift = 31 + l;
+    v.group_mul = (uint32_t)(((1ull << v.group_shift) + v.group_units - 1) / v.group_units);
     return v;
+}
+
+/* The group of unit u (0 <= u < 2^31) of a row: a multiply and a shift, not a division. */
+template <typename T> __device__ __forceinline__ int group_of(const qweight_view<T> &w, int u)
+{
+    return (int)(((uint64_t)(uint32_t)u * w.group_mul) >> w.group_shift);
+}
+
+/* One row of the packed weight: where its first plane's units and its scales start (made once a
+ * row, so that a unit's loads add only its offset; the second plane and the zero points lie at the
+ * same offsets from theirs, made from these when used). */
+template <typename T> struct qweight_row {
+    const uint32_t *plane0, *plane1; /* plane1: 3 bits only */
+    const T *scales;
+};
+
+template <int B, typename T>
+__device__ __forceinline__ qweight_row<T> row_of(const qweight_view<T> &w, int64_t row)
+{
+    return {w.plane0 + row * w.units * unit_words<B>::P0, B == 3 ? w.plane1 + row * w.units : nullptr,
+            w.scales + row * w.groups};
 }
 
 /* The family's rules on a quantized weight: 2, 3, 4 or 8 bits; groups of a multiple of 32 that
@@ -68,18 +98,20 @@ __host__ __device__ inline bool weight_takes(int64_t k, int bits, int group)
     return bits_take(bits) && group >= 32 && group % 32 == 0 && k >= group && k % group == 0;
 }
 
-/* Loads that stream past L1 (the weight is read once), 4, 8 and 16 bytes. */
+/* Loads that stream past L1 (the weight is read once), 4, 8 and 16 bytes, asking L2 to fetch the
+ * whole 256-byte block around each from memory: a warp's load takes 8 to 64 bytes of a row, and
+ * the next of that row (the block's next warps, its next slab) lie in the same block. */
 __device__ __forceinline__ uint32_t stream_u32(const uint32_t *p)
 {
     uint32_t v;
-    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];\n" : "=r"(v) : "l"(p));
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.u32 %0, [%1];\n" : "=r"(v) : "l"(p));
     return v;
 }
 
 __device__ __forceinline__ uint2 stream_u64(const uint32_t *p)
 {
     uint2 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];\n"
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0,%1}, [%2];\n"
                  : "=r"(v.x), "=r"(v.y)
                  : "l"(p));
     return v;
@@ -88,20 +120,19 @@ __device__ __forceinline__ uint2 stream_u64(const uint32_t *p)
 __device__ __forceinline__ uint4 stream_u128(const uint32_t *p)
 {
     uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p));
     return v;
 }
 
-/* The B words of unit u of row `row` (both inside the matrix), streamed from global memory. */
+/* The B words of unit u of a row (inside the matrix), streamed from global memory. */
 template <int B, typename T>
-__device__ __forceinline__ void load_unit(const qweight_view<T> &w, int64_t row, int64_t u,
+__device__ __forceinline__ void load_unit(const qweight_view<T> &w, const qweight_row<T> &r, int u,
                                           uint32_t (&q)[B])
 {
-    const int64_t at = row * w.units + u;
     constexpr int P0 = unit_words<B>::P0;
-    const uint32_t *p = w.plane0 + at * P0;
+    const uint32_t *p = r.plane0 + u * P0;
     if constexpr (P0 == 2) {
         const uint2 v = stream_u64(p);
         q[0] = v.x, q[1] = v.y;
@@ -113,8 +144,15 @@ __device__ __forceinline__ void load_unit(const qweight_view<T> &w, int64_t row,
         }
     }
     if constexpr (B == 3)
-        q[2] = stream_u32(w.plane1 + at);
+        q[2] = stream_u32(r.plane1 + u);
 }
+
+/* The magic number's pair (1024.0 for f16, 128.0 for bf16) and its mantissa's width. */
+template <typename T> struct magic_of {
+    static constexpr bool F16 = std::is_same<T, __half>::value;
+    static constexpr uint32_t PAIR = F16 ? 0x64006400u : 0x43004300u;
+    static constexpr int VALUE = F16 ? 1024 : 128, MANTISSA = F16 ? 10 : 7;
+};
 
 /* A unit's scale and zero point as dequant_unit takes them (scale_of makes them from what
  * load_scale loaded): the scale as a pair and as fp32, and the pair to subtract from the biased
@@ -133,7 +171,7 @@ template <typename T> __device__ __forceinline__ uint32_t pair_bits(T x, T y)
     return r;
 }
 
-/* The scale and zero point of unit u of row `row` as loaded (zero 2^(B - 1) without zero points):
+/* The scale and zero point of unit u of a row as loaded (zero 2^(B - 1) without zero points):
  * loaded with the unit's weight, so that their latency is hidden with its. */
 template <typename T> struct raw_scale {
     T s;
@@ -141,26 +179,22 @@ template <typename T> struct raw_scale {
 };
 
 template <int B, typename T>
-__device__ __forceinline__ raw_scale<T> load_scale(const qweight_view<T> &w, int64_t row, int64_t u)
+__device__ __forceinline__ raw_scale<T> load_scale(const qweight_view<T> &w, const qweight_row<T> &r, int u)
 {
-    const int64_t g = row * w.groups + u / w.group_units;
-    return {w.scales[g], w.zeros ? w.zeros[g] & ((1 << B) - 1) : 1 << (B - 1)};
+    const int g = group_of(w, u);
+    return {r.scales[g], w.zeros ? w.zeros[r.scales - w.scales + g] & ((1 << B) - 1) : 1 << (B - 1)};
 }
 
+/* Made with integer operations: magic + zero is the magic's bits or'ed with the zero point (an
+ * integer below the magic's unit in its last place: 1024 for f16; 128 for bf16, whose 8-bit zero
+ * points go through zf, 2^23 + zero, instead). */
 template <typename T> __device__ __forceinline__ unit_scale<T> scale_of(const raw_scale<T> &raw)
 {
     unit_scale<T> r;
     r.s2 = pair_bits<T>(raw.s, raw.s);
     r.s = ktune_common::to_float<T>(raw.s);
-    if constexpr (std::is_same<T, __half>::value) {
-        const __half zb = __float2half_rn(1024.f + (float)raw.z);
-        r.z2 = pair_bits<T>(zb, zb);
-        r.zf = 0;
-    } else {
-        const __nv_bfloat16 zb = __float2bfloat16_rn(128.f + (float)raw.z);
-        r.z2 = pair_bits<T>(zb, zb);
-        r.zf = 8388608.f + (float)raw.z;
-    }
+    r.z2 = ((magic_of<T>::PAIR & 0xffffu) | (uint32_t)raw.z) * 0x10001u;
+    r.zf = __uint_as_float(0x4b000000u | (uint32_t)raw.z);
     return r;
 }
 
@@ -182,13 +216,6 @@ template <typename T> __host__ __device__ constexpr uint32_t int_pair(int v)
                               : (uint32_t)(e + 127) << 7 | ((uint32_t)v << (7 - e) & 0x7fu);
     return bits * 0x10001u;
 }
-
-/* The magic number's pair (1024.0 for f16, 128.0 for bf16) and its mantissa's width. */
-template <typename T> struct magic_of {
-    static constexpr bool F16 = std::is_same<T, __half>::value;
-    static constexpr uint32_t PAIR = F16 ? 0x64006400u : 0x43004300u;
-    static constexpr int VALUE = F16 ? 1024 : 128, MANTISSA = F16 ? 10 : 7;
-};
 
 /* A 16-bit pair's type, and its bits as one. */
 template <typename T>
@@ -226,6 +253,15 @@ template <typename T> __device__ __forceinline__ uint32_t field_value(uint32_t b
     return bits_of<T>(__hfma2(as_pair<T>(biased), as_pair<T>(pow2_pair<T>(at)), c));
 }
 
+/* (x & mask) | bits in one instruction (the compiler's own takes two: an and, then an or, each
+ * with its constant as the immediate). */
+__device__ __forceinline__ uint32_t mask_or(uint32_t x, uint32_t mask, uint32_t bits)
+{
+    uint32_t r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xea;\n" : "=r"(r) : "r"(x), "r"(mask), "r"(bits));
+    return r;
+}
+
 /* Pair p of a word of fields F bits wide (2 or 4) at bits F p of each half, biased: the field
  * masked where it lies after the fewest shifts of the word (as many fields a shift as fit below the
  * mantissa's top), and its offset there. */
@@ -236,7 +272,7 @@ template <typename T, int F> struct field_at {
     __device__ __forceinline__ static uint32_t biased(uint32_t word, int p)
     {
         constexpr uint32_t mask = ((1u << F) - 1) * 0x10001u;
-        return ((word >> shift(p)) & (mask << at(p))) | magic_of<T>::PAIR;
+        return mask_or(word >> shift(p), mask << at(p), magic_of<T>::PAIR);
     }
 };
 
@@ -249,8 +285,9 @@ template <typename T> struct field3_at {
     __device__ __forceinline__ static uint32_t biased(uint32_t word, uint32_t q2, int pair)
     {
         const int p = pair % 8, shift = p / PER_SHIFT * PER_SHIFT * 2, to = at(p) + 2;
-        const uint32_t hi = (to >= pair ? q2 << (to - pair) : q2 >> (pair - to)) & (0x00010001u << to);
-        return ((word >> shift) & (0x00030003u << at(p))) | hi | magic_of<T>::PAIR;
+        const uint32_t hi = mask_or(to >= pair ? q2 << (to - pair) : q2 >> (pair - to), 0x00010001u << to,
+                                    magic_of<T>::PAIR);
+        return mask_or(word >> shift, 0x00030003u << at(p), hi);
     }
 };
 
@@ -327,17 +364,19 @@ __device__ __forceinline__ void dequant_quarter(const uint32_t (&q)[B], uint32_t
         for (int j = 0; j < 4; j++) {
             uint32_t biased;
             int at = 0;
+            constexpr uint32_t magic = magic_of<T>::PAIR;
             if constexpr (B == 4)
-                biased = ((q[j] >> (4 * t)) & 0x000f000fu) | magic_of<T>::PAIR;
+                biased = mask_or(q[j] >> (4 * t), 0x000f000fu, magic);
             else if constexpr (B == 2 && magic_of<T>::MANTISSA >= 10) {
                 /* pairs t and t + 4 of word j / 2: bits 2t and 2t + 8 of its halves, one shift */
                 at = 8 * (j & 1);
-                biased = ((q[j >> 1] >> (2 * t)) & (0x00030003u << at)) | magic_of<T>::PAIR;
+                biased = mask_or(q[j >> 1] >> (2 * t), 0x00030003u << at, magic);
             } else {
                 const int p = t + 4 * (j & 1); /* pair t + 4 j is pair p of word j / 2 */
-                biased = ((q[j >> 1] >> (2 * p)) & 0x00030003u) | magic_of<T>::PAIR;
+                uint32_t bits = magic;
                 if constexpr (B == 3) /* bit t + 4 j of each half of q[2] to bit 2 */
-                    biased |= (j == 0 ? (q[2] << 2) >> t : q[2] >> (t + 4 * j - 2)) & 0x00040004u;
+                    bits = mask_or(j == 0 ? (q[2] << 2) >> t : q[2] >> (t + 4 * j - 2), 0x00040004u, magic);
+                biased = mask_or(q[j >> 1] >> (2 * p), 0x00030003u, bits);
             }
             out[j] = mul_pair<T>(field_value<T>(biased, at, z2), s2);
         }

@@ -45,18 +45,18 @@ __global__ void __launch_bounds__(WARPS * 32)
     const int64_t row0 = ((int64_t)blockIdx.x * WARPS + warp) * ROWS;
     if (row0 >= n)
         return;
-    int64_t rows[ROWS]; /* past n: the last row, computed and not stored */
+    qweight_row<T> rows[ROWS]; /* past n: the last row, computed and not stored */
 #pragma unroll
     for (int r = 0; r < ROWS; r++)
-        rows[r] = min(row0 + r, (int64_t)n - 1);
+        rows[r] = row_of<B>(w, min(row0 + r, (int64_t)n - 1));
     float acc[ROWS][TM] = {};
-    const int64_t units = w.units;
-    for (int64_t u0 = lane; u0 < units; u0 += 32 * UNROLL) {
+    const int units = (int)w.units;
+    for (int u0 = lane; u0 < units; u0 += 32 * UNROLL) {
         uint32_t q[UNROLL][ROWS][B];
         raw_scale<T> sc[UNROLL][ROWS];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
-            const int64_t uu = min(u0 + 32 * u, units - 1); /* past k: loaded, not used */
+            const int uu = min(u0 + 32 * u, units - 1); /* past k: loaded, not used */
 #pragma unroll
             for (int r = 0; r < ROWS; r++) {
                 load_unit<B>(w, rows[r], uu, q[u][r]);
@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         }
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
-            const int64_t uu = u0 + 32 * u;
+            const int uu = u0 + 32 * u;
             if (uu >= units)
                 break;
             uint4 x[TM][4];

@@ -40,15 +40,15 @@ __global__ void __launch_bounds__(WARPS * 32)
     static_assert(!POST || ACC32, "a slab's sums scaled in fp32");
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int64_t row0 = (int64_t)blockIdx.x * 16 * RTILES; /* the block's first row of W */
-    const int64_t units = w.units, slabs = (units + 3) / 4;
+    const int units = (int)w.units, slabs = (units + 3) / 4;
     float d[RTILES][MTILES][4] = {};
 
-    int64_t wrow[RTILES][2]; /* past n: the last row, computed and not stored */
+    qweight_row<T> wrow[RTILES][2]; /* past n: the last row, computed and not stored */
 #pragma unroll
     for (int r = 0; r < RTILES; r++)
 #pragma unroll
         for (int h = 0; h < 2; h++)
-            wrow[r][h] = min(row0 + 16 * r + g + 8 * h, (int64_t)n - 1);
+            wrow[r][h] = row_of<B>(w, min(row0 + 16 * r + g + 8 * h, (int64_t)n - 1));
     const T *arow[MTILES];
     bool aok[MTILES];
 #pragma unroll
@@ -58,14 +58,14 @@ __global__ void __launch_bounds__(WARPS * 32)
         arow[mt] = a + (int64_t)(aok[mt] ? row : 0) * k;
     }
 
-    for (int64_t s0 = warp; s0 < slabs; s0 += WARPS * UNROLL) {
+    for (int s0 = warp; s0 < slabs; s0 += WARPS * UNROLL) {
         uint32_t q[UNROLL][RTILES][2][B];
         raw_scale<T> sc[UNROLL][RTILES][2];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
             /* past k: unit 0's weight against zero activations (no branch around the loads,
              * which keeps them all in flight) */
-            const int64_t uu = (s0 + u * WARPS) * 4 + t, at = uu < units ? uu : 0;
+            const int uu = (s0 + u * WARPS) * 4 + t, at = uu < units ? uu : 0;
 #pragma unroll
             for (int r = 0; r < RTILES; r++)
 #pragma unroll
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         }
         /* the activations of a slab: loaded while the one before is multiplied */
         auto load_x = [&](int u, uint4 (&x)[MTILES][4]) {
-            const int64_t uu = (s0 + u * WARPS) * 4 + t;
+            const int uu = (s0 + u * WARPS) * 4 + t;
             const bool in = uu < units;
 #pragma unroll
             for (int mt = 0; mt < MTILES; mt++)

@@ -190,7 +190,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                         if (uu == 0 || u / w.group_units != before / w.group_units)
 #pragma unroll
                             for (int i = 0; i < ROWS; i++)
-                                raw[i] = load_scale<B>(w, min(n0 + lane + 32 * i, n - 1), u);
+                                raw[i] = load_scale<B>(w, row_of<B>(w, min(n0 + lane + 32 * i, n - 1)), u);
 #pragma unroll
                         for (int i = 0; i < ROWS; i++)
                             entry[uu][i] = scale_entry<B, T>(raw[i]);
