@@ -75,6 +75,16 @@ struct wgmma_shape {
                                                                                 : 1;
 };
 
+/* The scale and zero point of unit u of a row, as the producer loads them: the group by a 64-bit
+ * division, as before load_scale's multiply and shift, which made this kernel slower (the
+ * producer's warps reached the ring's barriers sooner; README, wqmatmul). */
+template <int B, typename T>
+__device__ __forceinline__ raw_scale<T> producer_scale(const qweight_view<T> &w, int64_t row, int u)
+{
+    const int64_t g = row * w.groups + (int64_t)u / w.group_units;
+    return {w.scales[g], w.zeros ? w.zeros[g] & ((1 << B) - 1) : 1 << (B - 1)};
+}
+
 /* The scale and zero point of a unit as dequant_quarter takes them (see there). */
 template <int B, typename T> __device__ __forceinline__ uint2 scale_entry(const raw_scale<T> &raw)
 {
@@ -190,7 +200,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                         if (uu == 0 || u / w.group_units != before / w.group_units)
 #pragma unroll
                             for (int i = 0; i < ROWS; i++)
-                                raw[i] = load_scale<B>(w, row_of<B>(w, min(n0 + lane + 32 * i, n - 1)), u);
+                                raw[i] = producer_scale<B>(w, min(n0 + lane + 32 * i, n - 1), u);
 #pragma unroll
                         for (int i = 0; i < ROWS; i++)
                             entry[uu][i] = scale_entry<B, T>(raw[i]);
