@@ -76,8 +76,8 @@ struct wgmma_shape {
 };
 
 /* The scale and zero point of unit u of a row, as the producer loads them: the group by a 64-bit
- * division, as before load_scale's multiply and shift, which made this kernel slower (the
- * producer's warps reached the ring's barriers sooner; README, wqmatmul). */
+ * division, not load_scale's multiply and shift, which made this kernel slower for a reason not
+ * established (README, wqmatmul). */
 template <int B, typename T>
 __device__ __forceinline__ raw_scale<T> producer_scale(const qweight_view<T> &w, int64_t row, int u)
 {
