@@ -58,8 +58,8 @@ template <typename T> qweight_view<T> view_of(const ktune_qweight &w, int64_t n,
     v.units = k / 32;
     v.group_units = w.group / 32;
     v.groups = (int)(k / w.group);
-    /* division by a constant d for dividends below 2^31 (Granlund and Montgomery): l = ceil(log2 d),
-     * shift 31 + l, multiplier ceil(2^shift / d) (below 2^32) */
+    /* division by a constant d for dividends below 2^31 (Granlund and Montgomery):
+     * l = ceil(log2 d), shift 31 + l, multiplier ceil(2^shift / d) (below 2^32) */
     int l = 0;
     while ((1 << l) < v.group_units)
         l++;
@@ -74,9 +74,9 @@ template <typename T> __device__ __forceinline__ int group_of(const qweight_view
     return (int)(((uint64_t)(uint32_t)u * w.group_mul) >> w.group_shift);
 }
 
-/* One row of the packed weight: where its first plane's units and its scales start (made once a
- * row, so that a unit's loads add only its offset; the second plane and the zero points lie at the
- * same offsets from theirs, made from these when used). */
+/* One row of the packed weight: where its planes' units and its scales start (made once a row, so
+ * that a unit's loads add only its offset; its zero points lie at its scales' offset from theirs,
+ * made from that when used). */
 template <typename T> struct qweight_row {
     const uint32_t *plane0, *plane1; /* plane1: 3 bits only */
     const T *scales;
@@ -85,8 +85,8 @@ template <typename T> struct qweight_row {
 template <int B, typename T>
 __device__ __forceinline__ qweight_row<T> row_of(const qweight_view<T> &w, int64_t row)
 {
-    return {w.plane0 + row * w.units * unit_words<B>::P0, B == 3 ? w.plane1 + row * w.units : nullptr,
-            w.scales + row * w.groups};
+    return {w.plane0 + row * w.units * unit_words<B>::P0,
+            B == 3 ? w.plane1 + row * w.units : nullptr, w.scales + row * w.groups};
 }
 
 /* The family's rules on a quantized weight: 2, 3, 4 or 8 bits; groups of a multiple of 32 that
@@ -179,15 +179,17 @@ template <typename T> struct raw_scale {
 };
 
 template <int B, typename T>
-__device__ __forceinline__ raw_scale<T> load_scale(const qweight_view<T> &w, const qweight_row<T> &r, int u)
+__device__ __forceinline__ raw_scale<T> load_scale(const qweight_view<T> &w,
+                                                  const qweight_row<T> &r, int u)
 {
     const int g = group_of(w, u);
-    return {r.scales[g], w.zeros ? w.zeros[r.scales - w.scales + g] & ((1 << B) - 1) : 1 << (B - 1)};
+    return {r.scales[g],
+            w.zeros ? w.zeros[r.scales - w.scales + g] & ((1 << B) - 1) : 1 << (B - 1)};
 }
 
-/* Made with integer operations: magic + zero is the magic's bits or'ed with the zero point (an
- * integer below the magic's unit in its last place: 1024 for f16; 128 for bf16, whose 8-bit zero
- * points go through zf, 2^23 + zero, instead). */
+/* Made with integer operations: magic + zero is the magic's bits or'ed with the zero point, which
+ * lies below 2^10 (f16) or 2^7 (bf16 below 8 bits; bf16's 8-bit zero points go through zf, 2^23 +
+ * zero, the same way). */
 template <typename T> __device__ __forceinline__ unit_scale<T> scale_of(const raw_scale<T> &raw)
 {
     unit_scale<T> r;
@@ -202,7 +204,8 @@ template <typename T> __device__ __forceinline__ unit_scale<T> scale_of(const ra
  * 0 <= v < 2048 (f16) or < 256 (bf16) (int_pair): exact in either type. */
 template <typename T> __host__ __device__ constexpr uint32_t pow2_pair(int e)
 {
-    return (std::is_same<T, __half>::value ? (uint32_t)(15 - e) << 10 : (uint32_t)(127 - e) << 7) * 0x10001u;
+    return (std::is_same<T, __half>::value ? (uint32_t)(15 - e) << 10 : (uint32_t)(127 - e) << 7) *
+           0x10001u;
 }
 
 template <typename T> __host__ __device__ constexpr uint32_t int_pair(int v)
@@ -219,7 +222,8 @@ template <typename T> __host__ __device__ constexpr uint32_t int_pair(int v)
 
 /* A 16-bit pair's type, and its bits as one. */
 template <typename T>
-using pair_t = typename std::conditional<std::is_same<T, __half>::value, __half2, __nv_bfloat162>::type;
+using pair_t =
+    typename std::conditional<std::is_same<T, __half>::value, __half2, __nv_bfloat162>::type;
 
 template <typename T> __device__ __forceinline__ pair_t<T> as_pair(uint32_t bits)
 {
@@ -244,12 +248,14 @@ template <typename T> __device__ __forceinline__ uint32_t mul_pair(uint32_t x, u
  * it) lying at bit `at` of both halves of `biased` (the magic's pair or'ed with the field, masked
  * in place), z2 the pair of magic + zero (unit_scale's): one fma by 2^-at, less magic 2^-at + zero
  * (magic - magic 2^-at less z2: exact, as is the fma's result, a small integer). */
-template <typename T> __device__ __forceinline__ uint32_t field_value(uint32_t biased, int at, uint32_t z2)
+template <typename T>
+__device__ __forceinline__ uint32_t field_value(uint32_t biased, int at, uint32_t z2)
 {
     using M = magic_of<T>;
     if (at == 0)
         return bits_of<T>(__hsub2(as_pair<T>(biased), as_pair<T>(z2)));
-    const pair_t<T> c = __hsub2(as_pair<T>(int_pair<T>(M::VALUE - (M::VALUE >> at))), as_pair<T>(z2));
+    const uint32_t k = int_pair<T>(M::VALUE - (M::VALUE >> at));
+    const pair_t<T> c = __hsub2(as_pair<T>(k), as_pair<T>(z2));
     return bits_of<T>(__hfma2(as_pair<T>(biased), as_pair<T>(pow2_pair<T>(at)), c));
 }
 
@@ -285,8 +291,8 @@ template <typename T> struct field3_at {
     __device__ __forceinline__ static uint32_t biased(uint32_t word, uint32_t q2, int pair)
     {
         const int p = pair % 8, shift = p / PER_SHIFT * PER_SHIFT * 2, to = at(p) + 2;
-        const uint32_t hi = mask_or(to >= pair ? q2 << (to - pair) : q2 >> (pair - to), 0x00010001u << to,
-                                    magic_of<T>::PAIR);
+        const uint32_t moved = to >= pair ? q2 << (to - pair) : q2 >> (pair - to);
+        const uint32_t hi = mask_or(moved, 0x00010001u << to, magic_of<T>::PAIR);
         return mask_or(word >> shift, 0x00030003u << at(p), hi);
     }
 };
@@ -314,16 +320,16 @@ __device__ __forceinline__ void dequant_unit(const uint32_t (&q)[B], const unit_
         for (int pair = 0; pair < 16; pair++) {
             uint32_t v;
             if constexpr (B == 8)
-                v = field_value<T>(__byte_perm(q[pair / 2], 0x64646464u, pair % 2 ? 0x4342u : 0x4140u),
-                                   0, sc.z2);
+                v = field_value<T>(
+                    __byte_perm(q[pair / 2], 0x64646464u, pair % 2 ? 0x4342u : 0x4140u), 0, sc.z2);
             else if constexpr (B == 3)
                 v = field_value<T>(field3_at<T>::biased(q[pair / 8], q[2], pair),
                                    field3_at<T>::at(pair % 8), sc.z2);
             else {
                 constexpr int PER_WORD = 16 / B; /* pairs a word */
                 using F = field_at<T, B>;
-                v = field_value<T>(F::biased(q[pair / PER_WORD], pair % PER_WORD), F::at(pair % PER_WORD),
-                                   sc.z2);
+                const int p = pair % PER_WORD;
+                v = field_value<T>(F::biased(q[pair / PER_WORD], p), F::at(p), sc.z2);
             }
             out[pair] = SCALED ? mul_pair<T>(v, sc.s2) : v;
         }
@@ -375,7 +381,8 @@ __device__ __forceinline__ void dequant_quarter(const uint32_t (&q)[B], uint32_t
                 const int p = t + 4 * (j & 1); /* pair t + 4 j is pair p of word j / 2 */
                 uint32_t bits = magic;
                 if constexpr (B == 3) /* bit t + 4 j of each half of q[2] to bit 2 */
-                    bits = mask_or(j == 0 ? (q[2] << 2) >> t : q[2] >> (t + 4 * j - 2), 0x00040004u, magic);
+                    bits = mask_or(j == 0 ? (q[2] << 2) >> t : q[2] >> (t + 4 * j - 2), 0x00040004u,
+                                   magic);
                 biased = mask_or(q[j >> 1] >> (2 * p), 0x00030003u, bits);
             }
             out[j] = mul_pair<T>(field_value<T>(biased, at, z2), s2);

@@ -84,8 +84,8 @@ __global__ void __launch_bounds__(WM * WN * 32)
         const int64_t u = min(s * 4 + t, units - 1);
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
-            out[nt] = load_scale<B>(w, row_of<B>(w, min(n0 + wn * (BN / WN) + nt * 8 + g, (int64_t)n - 1)),
-                                    (int)u);
+            out[nt] = load_scale<B>(
+                w, row_of<B>(w, min(n0 + wn * (BN / WN) + nt * 8 + g, (int64_t)n - 1)), (int)u);
     };
     raw_scale<T> next[NT];
     load_scales(0, next);

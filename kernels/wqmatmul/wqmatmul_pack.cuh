@@ -95,8 +95,8 @@ inline cudaError_t dequantize(const ktune_qweight &w, void *out, int64_t n, int6
     const unsigned grid = grid_of(n * (k / 32));
     const uint32_t *packed = (const uint32_t *)w.packed;
     if (dtype == KTUNE_F16 && f32)
-        dequantize_kernel<<<grid, 256, 0, s>>>(packed, (const __half *)w.scales, w.zeros, (float *)out,
-                                               n, k, w.bits, w.group);
+        dequantize_kernel<<<grid, 256, 0, s>>>(packed, (const __half *)w.scales, w.zeros,
+                                               (float *)out, n, k, w.bits, w.group);
     else if (dtype == KTUNE_F16)
         dequantize_kernel<<<grid, 256, 0, s>>>(packed, (const __half *)w.scales, w.zeros,
                                                (__half *)out, n, k, w.bits, w.group);

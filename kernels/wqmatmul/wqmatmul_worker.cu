@@ -66,9 +66,9 @@ cublasStatus_t gemm(int set, int dset, void *out, cudaDataType_t out_type)
 cublasStatus_t gemm_f32()
 {
     const float one = 1.f, zero = 0.f;
-    return cublasGemmEx(cublas.handle, CUBLAS_OP_T, CUBLAS_OP_N, (int)st.n, (int)st.m, (int)st.k, &one,
-                        st.densex, CUDA_R_32F, (int)st.k, st.ax, CUDA_R_32F, (int)st.k, &zero, st.refx,
-                        CUDA_R_32F, (int)st.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return cublasGemmEx(cublas.handle, CUBLAS_OP_T, CUBLAS_OP_N, (int)st.n, (int)st.m, (int)st.k,
+                        &one, st.densex, CUDA_R_32F, (int)st.k, st.ax, CUDA_R_32F, (int)st.k, &zero,
+                        st.refx, CUDA_R_32F, (int)st.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
 template <typename T> __global__ void widen(const T *x, float *y, int64_t count)
@@ -109,7 +109,8 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
                  ref_bytes = (size_t)(st.m * st.n) * 4,
                  alt_bytes = st.m <= 32 && st.group % 128 == 0
                                  ? carver::round((size_t)(st.n * st.k) * 4) +
-                                       carver::round((size_t)(st.m * st.k) * 4) + carver::round(ref_bytes)
+                                       carver::round((size_t)(st.m * st.k) * 4) +
+                                       carver::round(ref_bytes)
                                  : 0,
                  scratch_bytes = std::max((size_t)(st.n * st.k), wbytes);
     const int sets = ktune_worker_check::rotating_sets((int64_t)(abytes + wbytes + cbytes), l2_bytes,

@@ -211,7 +211,8 @@ int main()
                     if (e == cudaSuccess)
                         e = cudaDeviceSynchronize();
                     int64_t first = -1;
-                    const long long bad = e == cudaSuccess ? check_output(c, ref, refx, dtype, k, &first) : -1;
+                    const long long bad =
+                        e == cudaSuccess ? check_output(c, ref, refx, dtype, k, &first) : -1;
                     checked++;
                     if (bad != 0) {
                         failures++;
@@ -234,7 +235,8 @@ int main()
                     st = ktune_wqmatmul(a_d, &qw, c, m, n, k, (ktune_dtype)dtype, 0);
                 CHECK(cudaDeviceSynchronize());
                 int64_t first;
-                const long long bad = st == KTUNE_OK ? check_output(c, ref, refx, dtype, k, &first) : -1;
+                const long long bad =
+                    st == KTUNE_OK ? check_output(c, ref, refx, dtype, k, &first) : -1;
                 checked++;
                 if (st != KTUNE_OK || bad) {
                     failures++;
