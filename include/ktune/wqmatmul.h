@@ -52,8 +52,8 @@ ktune_status ktune_qweight_pack(const uint8_t *q, void *packed, int64_t n, int64
 /* The weight w describes as an n x k matrix of dtype (KTUNE_BF16 or KTUNE_F16), each value
  * (q - zero) * scale computed in fp32 and rounded once, into out (device memory, row-major), on
  * stream: what the kernels multiply by (but where a kernel of m <= 32 with fp32 sums meets groups
- * of a multiple of 128: it multiplies by q - zero and scales each group's fp32 sums), for checks
- * and for layers that want the plain matrix. */
+ * of a multiple of 128: it multiplies by q - zero and scales the fp32 sums of each 128 k), for
+ * checks and for layers that want the plain matrix. */
 ktune_status ktune_qweight_dequantize(const ktune_qweight *w, void *out, int64_t n, int64_t k,
                                       ktune_dtype dtype, cudaStream_t stream);
 
