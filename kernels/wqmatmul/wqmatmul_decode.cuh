@@ -25,16 +25,6 @@ template <typename T> __device__ __forceinline__ float2 pair_to_float2(uint32_t 
     }
 }
 
-__device__ __forceinline__ uint32_t hfma2_bits(uint32_t a, uint32_t b, uint32_t c)
-{
-    __half2 x, y, z;
-    memcpy(&x, &a, 4), memcpy(&y, &b, 4), memcpy(&z, &c, 4);
-    const __half2 r = __hfma2(x, y, z);
-    uint32_t out;
-    memcpy(&out, &r, 4);
-    return out;
-}
-
 template <typename T, int B, int TM, int ROWS, int WARPS, int UNROLL, int ACC32>
 __global__ void __launch_bounds__(WARPS * 32)
     decode_kernel(const T *__restrict__ a, qweight_view<T> w, T *__restrict__ c, int m, int n,
@@ -92,7 +82,8 @@ __global__ void __launch_bounds__(WARPS * 32)
                         uint32_t h = 0;
 #pragma unroll
                         for (int j = 0; j < 16; j++)
-                            h = hfma2_bits(p[j], xa[j], h);
+                            h = bits_of<T>(
+                                __hfma2(as_pair<T>(p[j]), as_pair<T>(xa[j]), as_pair<T>(h)));
                         const float2 f = pair_to_float2<T>(h);
                         acc[r][i] += f.x + f.y;
                     }
