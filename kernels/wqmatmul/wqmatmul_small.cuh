@@ -158,7 +158,7 @@ template <int WARPS, int UNROLL, int MTILES, int RTILES, int ACC32> struct small
         else {
             const int64_t blocks = (n + 16 * RTILES - 1) / (16 * RTILES);
             const qweight_view<T> v = view_of<T>(w, n, k);
-            if (ACC32 && w.group % 128 == 0)
+            if (ACC32 && slab_sums_scaled(w.group))
                 small_kernel<T, B, WARPS, UNROLL, MTILES, RTILES, ACC32, ACC32 != 0>
                     <<<(unsigned)blocks, WARPS * 32, 0, s>>>((const T *)a, v, (T *)c, (int)m,
                                                             (int)n, (int)k);

@@ -107,7 +107,7 @@ int prepare(const int64_t *key, int64_t l2_bytes, cudaError_t *error)
     const size_t abytes = (size_t)(st.m * st.k * 2), wbytes = st.packed_bytes + st.scale_bytes,
                  cbytes = (size_t)(st.m * st.n * 2), dbytes = (size_t)(st.n * st.k * 2),
                  ref_bytes = (size_t)(st.m * st.n) * 4,
-                 alt_bytes = st.m <= 32 && st.group % 128 == 0
+                 alt_bytes = st.m <= 32 && ktune_wqmatmul_impl::slab_sums_scaled(st.group)
                                  ? carver::round((size_t)(st.n * st.k) * 4) +
                                        carver::round((size_t)(st.m * st.k) * 4) +
                                        carver::round(ref_bytes)
