@@ -54,8 +54,11 @@ function(ktune_add_family family)
   target_link_libraries(ktune_${family}_candidates PUBLIC ktune_cuda_options CUDA::cudart)
   add_dependencies(ktune_${family}_candidates ktune_${family}_sources)
   if(KTUNE_CANDIDATES_MODE STREQUAL "CHECK")
-    # PTX only: the front end and NVVM check that every config compiles, without ptxas; a worker
-    # built so refuses to sweep (what is measured must be the machine code that ships)
+    # PTX only and unoptimized: the front end instantiates every config and NVVM lowers it to
+    # PTX, without its optimizer (-Xcicc -O0) or ptxas, which run on what the library ships; a
+    # worker built so refuses to sweep (what is measured must be the machine code that ships)
+    target_compile_options(ktune_${family}_candidates PRIVATE
+                           $<$<COMPILE_LANGUAGE:CUDA>:-Xcicc=-O0>)
     set(virtual "")
     foreach(arch IN LISTS CMAKE_CUDA_ARCHITECTURES)
       string(REGEX REPLACE "-(real|virtual)$" "" arch "${arch}")
