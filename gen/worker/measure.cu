@@ -519,30 +519,41 @@ __global__ void clock_probe_kernel(float *mhz)
     *mhz = (float)(clock64() - c0) * 1000.f / (float)(t1 - t0);
 }
 
-/* Waits, before a request's precise measurements, until the SM clock is back at the device's
- * peak (within 5%), for at most max_rest_ms: under a sustained load a GPU holds its clock lower
- * than at rest (README, "What a recorded time means"), and a compute-bound kernel's time follows
- * the clock, so that a time recorded after heavy keys and one re-measured after light ones would
- * differ by as much as the clocks do. Resting first makes every precise time one taken from the
- * peak clock, where a GPU at rest starts. */
+/* Rests the GPU before a request's precise measurements: under a sustained load a GPU holds its
+ * clock lower than at rest (README, "What a recorded time means"), and a compute-bound kernel's
+ * time follows the clock, so that a time recorded after heavy keys and one re-measured after
+ * light ones would differ by as much as the clocks do. Resting first makes every precise time
+ * one taken from the peak clock, where a GPU at rest starts. Two conditions, both needed: idle
+ * for as long as the GPU worked since the last rest, up to min_idle_ms (the power limit's
+ * budget recovers over tens of milliseconds, while a one-thread probe reads the peak clock again
+ * within a few: after a second of large GEMMs, the next ran 10-18% slower after a rest that
+ * ended at the probe's first reading); then until the probe reads the peak (within 5%), for at
+ * most max_rest_ms in all. */
 cudaError_t ktune_worker_state::rest_at_boost()
 {
-    constexpr double max_rest_ms = 250, step_ms = 2, near_peak = 0.95;
+    constexpr double min_idle_ms = 100, max_rest_ms = 250, step_ms = 2, near_peak = 0.95;
     if (peak_mhz <= 0)
         return cudaSuccess;
     const double t0 = now_s();
-    for (double rested = 0;; rested += step_ms) {
+    cudaError_t e = cudaDeviceSynchronize(); /* idle from here */
+    const double idle_ms = std::min(min_idle_ms, (now_s() - rested_at) * 1e3);
+    if (e == cudaSuccess && idle_ms > 0) {
+        const struct timespec idle = {0, (long)(idle_ms * 1e6)};
+        nanosleep(&idle, nullptr);
+    }
+    for (double rested = idle_ms; e == cudaSuccess; rested += step_ms) {
         clock_probe_kernel<<<1, 1, 0, stream>>>(clock_probe);
-        cudaError_t e = cudaMemcpyAsync(clock_probe_host, clock_probe, sizeof *clock_probe,
-                                        cudaMemcpyDeviceToHost, stream);
+        e = cudaMemcpyAsync(clock_probe_host, clock_probe, sizeof *clock_probe,
+                            cudaMemcpyDeviceToHost, stream);
         if (e == cudaSuccess)
             e = cudaStreamSynchronize(stream);
         if (e != cudaSuccess || *clock_probe_host >= near_peak * peak_mhz ||
-            rested >= max_rest_ms) {
-            spent.rest += now_s() - t0;
-            return e;
-        }
+            rested >= max_rest_ms)
+            break;
         const struct timespec pause = {0, (long)(step_ms * 1e6)};
         nanosleep(&pause, nullptr);
     }
+    rested_at = now_s();
+    spent.rest += rested_at - t0;
+    return e;
 }

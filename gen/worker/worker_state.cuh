@@ -148,9 +148,11 @@ struct ktune_worker_state {
     int64_t l2_bytes = 0;
 
     /* The SM clock a precise measurement starts at (rest_at_boost): the device's peak (MHz), a
-     * word of device memory the clock probe writes, and its pinned host copy. */
+     * word of device memory the clock probe writes, and its pinned host copy; when the last rest
+     * ended (now_s), the GPU at work since as far as the worker knows. */
     double peak_mhz = 0;
     float *clock_probe = nullptr, *clock_probe_host = nullptr;
+    double rested_at = now_s();
 
     /* The checks of a screen: two counters a config ([0] elements out of tolerance, [1] the
      * first), and their starting values; pinned host memory they are copied to in groups. */
