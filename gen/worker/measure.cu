@@ -438,11 +438,30 @@ bool ktune_worker_state::take_kept(const run &r, timing &t, precision p)
     return false;
 }
 
+/* Holds the GPU idle for ns nanoseconds of %globaltimer: one thread, which leaves the power
+ * limit's budget to recover while the clocks stay up (a GPU left without work drops them, and
+ * its next launch runs slower while they come back). */
+__global__ void idle_kernel(unsigned long long ns)
+{
+    unsigned long long t0, t1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        __nanosleep(1000);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+    } while (t1 - t0 < ns);
+}
+
 /* Interleaved measurement of several runs: probes of those with no kept graph; the warm-ups and
  * graphs of each run as soon as its probe has run (the host builds one run's graph while the GPU
  * warms the one before up), then rounds of one sample of every run (A B C A B C ...), in pieces
  * behind pipelined gates (the rounds behind one gate of their own held the GPU while the host
- * enqueued all of them); one wait. */
+ * enqueued all of them); one wait. Rounds run in bursts of at least burst_us of GPU time (by
+ * estimate, the probes and warm-ups counted in the first), each followed by as long idle
+ * (idle_kernel, at most idle_max_us): a round's time must not depend on how many runs it holds
+ * or how long they are. On an H100 the clock held for some 80 ms of large GEMMs from rest, and a
+ * round of ten configs of 1.5-4 ms (140 ms of GEMMs) timed the same kernel 12% slower than a
+ * round of two (20 ms). Rounds shorter than burst_us add up to one, so that light keys run as
+ * before. */
 cudaError_t ktune_worker_state::measure(const std::vector<run> &runs, std::vector<measurement> &out,
                                         precision p, double bytes_per_launch, bool graph)
 {
@@ -469,12 +488,27 @@ cudaError_t ktune_worker_state::measure(const std::vector<run> &runs, std::vecto
         if (e == cudaSuccess)
             e = gates.pass(opt.warmup_us);
     }
-    for (int s = 0; s < p.samples && e == cudaSuccess; s++)
+    constexpr double burst_us = 20000, idle_max_us = 100000;
+    double burst = 0; /* GPU time since the last idle, by estimate */
+    for (const timing &x : t)
+        burst += 2 * x.each_us; /* the probe and at least one launch of warm-up */
+    for (int s = 0; s < p.samples && e == cudaSuccess; s++) {
+        if (burst >= burst_us) {
+            const double idle_us = std::min(burst, idle_max_us);
+            idle_kernel<<<1, 1, 0, stream>>>((unsigned long long)(idle_us * 1e3));
+            e = cudaGetLastError();
+            if (e == cudaSuccess)
+                e = gates.pass(idle_us);
+            spent.rest += idle_us * 1e-6;
+            burst = 0;
+        }
         for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++) {
             e = enqueue_sample(runs[r], t[r]);
             if (e == cudaSuccess)
                 e = gates.pass(sample_estimate_us(t[r]));
+            burst += sample_estimate_us(t[r]);
         }
+    }
     gates.finish();
     reap_graphs(); /* while the GPU runs the samples, not while it waits at a gate */
     for (timing &x : t)
