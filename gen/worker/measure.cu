@@ -455,13 +455,11 @@ __global__ void idle_kernel(unsigned long long ns)
  * graphs of each run as soon as its probe has run (the host builds one run's graph while the GPU
  * warms the one before up), then rounds of one sample of every run (A B C A B C ...), in pieces
  * behind pipelined gates (the rounds behind one gate of their own held the GPU while the host
- * enqueued all of them); one wait. Rounds run in bursts of at least burst_us of GPU time (by
- * estimate, the probes and warm-ups counted in the first), each followed by as long idle
- * (idle_kernel, at most idle_max_us): a round's time must not depend on how many runs it holds
- * or how long they are. On an H100 the clock held for some 80 ms of large GEMMs from rest, and a
- * round of ten configs of 1.5-4 ms (140 ms of GEMMs) timed the same kernel 12% slower than a
- * round of two (20 ms). Rounds shorter than burst_us add up to one, so that light keys run as
- * before. */
+ * enqueued all of them); one wait. Each sample is followed by as long idle on the GPU
+ * (idle_kernel, by the sample's estimate): every sample starts from the same state of the power
+ * limit's budget, whatever the round holds and however long its runs are. Without it, on an
+ * H100, the clock held for some 80 ms of large GEMMs from rest, and a round of ten configs of
+ * 1.5-4 ms (140 ms of GEMMs) timed the same kernel 12% slower than a round of two (20 ms). */
 cudaError_t ktune_worker_state::measure(const std::vector<run> &runs, std::vector<measurement> &out,
                                         precision p, double bytes_per_launch, bool graph)
 {
@@ -488,27 +486,18 @@ cudaError_t ktune_worker_state::measure(const std::vector<run> &runs, std::vecto
         if (e == cudaSuccess)
             e = gates.pass(opt.warmup_us);
     }
-    constexpr double burst_us = 20000, idle_max_us = 100000;
-    double burst = 0; /* GPU time since the last idle, by estimate */
-    for (const timing &x : t)
-        burst += 2 * x.each_us; /* the probe and at least one launch of warm-up */
-    for (int s = 0; s < p.samples && e == cudaSuccess; s++) {
-        if (burst >= burst_us) {
-            const double idle_us = std::min(burst, idle_max_us);
-            idle_kernel<<<1, 1, 0, stream>>>((unsigned long long)(idle_us * 1e3));
-            e = cudaGetLastError();
-            if (e == cudaSuccess)
-                e = gates.pass(idle_us);
-            spent.rest += idle_us * 1e-6;
-            burst = 0;
-        }
+    for (int s = 0; s < p.samples && e == cudaSuccess; s++)
         for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++) {
+            const double us = sample_estimate_us(t[r]);
             e = enqueue_sample(runs[r], t[r]);
+            if (e == cudaSuccess) {
+                idle_kernel<<<1, 1, 0, stream>>>((unsigned long long)(us * 1e3));
+                e = cudaGetLastError();
+                spent.rest += us * 1e-6;
+            }
             if (e == cudaSuccess)
-                e = gates.pass(sample_estimate_us(t[r]));
-            burst += sample_estimate_us(t[r]);
+                e = gates.pass(2 * us);
         }
-    }
     gates.finish();
     reap_graphs(); /* while the GPU runs the samples, not while it waits at a gate */
     for (timing &x : t)
