@@ -12,7 +12,9 @@
  * word is shifted once for the fields beyond), put in the mantissa of 1024.0 (f16) or 128.0 (bf16)
  * with the mask, where the integers are exact, and one fma by 2^-offset less (the magic number
  * 2^-offset + zero) gives q - zero exactly. bf16 with 8 bits, whose values leave bf16's exact
- * integers, goes through fp32 (8388608.0). */
+ * integers, goes through fp32: the byte in the mantissa of 32768.0 (2^15 + q), and one fma by the
+ * scale less (2^15 + zero) * scale gives (q - zero) * scale exactly (the products have 16 + 8
+ * significant bits, exact in fp32), rounded once to bf16. */
 #pragma once
 
 #include <cuda_bf16.h>
@@ -161,11 +163,11 @@ template <typename T> struct magic_of {
 
 /* A unit's scale and zero point as dequant_unit takes them (scale_of makes them from what
  * load_scale loaded): the scale as a pair and as fp32, and the pair to subtract from the biased
- * values (1024 + zero for f16, 128 + zero for bf16 below 8 bits; for bf16 with 8 bits the biased
- * zero point in fp32, zf). */
+ * values (1024 + zero for f16, 128 + zero for bf16 below 8 bits); for bf16 with 8 bits the biased
+ * zero point in fp32, zf = 2^15 + zero, and -zf * scale, zs (both exact). */
 template <typename T> struct unit_scale {
     uint32_t s2, z2;
-    float s, zf;
+    float s, zf, zs;
 };
 
 template <typename T> __device__ __forceinline__ uint32_t pair_bits(T x, T y)
@@ -193,15 +195,16 @@ __device__ __forceinline__ raw_scale<T> load_scale(const qweight_view<T> &w,
 }
 
 /* Made with integer operations: magic + zero is the magic's bits or'ed with the zero point, which
- * lies below 2^10 (f16) or 2^7 (bf16 below 8 bits; bf16's 8-bit zero points go through zf, 2^23 +
- * zero, the same way). */
+ * lies below 2^10 (f16) or 2^7 (bf16 below 8 bits; bf16's 8-bit zero points go through zf, 2^15 +
+ * zero, the zero point in bits 8-15 of 32768.0's mantissa, whose last bit weighs 2^-8). */
 template <typename T> __device__ __forceinline__ unit_scale<T> scale_of(const raw_scale<T> &raw)
 {
     unit_scale<T> r;
     r.s2 = pair_bits<T>(raw.s, raw.s);
     r.s = ktune_common::to_float<T>(raw.s);
     r.z2 = ((magic_of<T>::PAIR & 0xffffu) | (uint32_t)raw.z) * 0x10001u;
-    r.zf = __uint_as_float(0x4b000000u | (uint32_t)raw.z);
+    r.zf = __uint_as_float(0x47000000u | (uint32_t)raw.z << 8);
+    r.zs = -r.zf * r.s;
     return r;
 }
 
@@ -309,15 +312,17 @@ __device__ __forceinline__ void dequant_unit(const uint32_t (&q)[B], const unit_
                                              uint32_t (&out)[16])
 {
     if constexpr (B == 8 && std::is_same<T, __nv_bfloat16>::value) {
-        /* through fp32: a byte in the mantissa of 2^23 */
+        /* through fp32: byte b of the word in bits 8-15 of 32768.0's mantissa, 2^15 + q */
 #pragma unroll
         for (int i = 0; i < 8; i++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const float x = __uint_as_float(__byte_perm(q[i], 0x4bu, 0x4550 + 2 * h)) - sc.zf;
-                const float y = __uint_as_float(__byte_perm(q[i], 0x4bu, 0x4551 + 2 * h)) - sc.zf;
-                const __nv_bfloat162 v = SCALED ? __floats2bfloat162_rn(x * sc.s, y * sc.s)
-                                                : __floats2bfloat162_rn(x, y);
+                const uint32_t sel = 0x4505u | 2 * h << 4; /* byte 2h, then 2h + 1 */
+                const float x = __uint_as_float(__byte_perm(q[i], 0x47u, sel));
+                const float y = __uint_as_float(__byte_perm(q[i], 0x47u, sel + 0x10));
+                const __nv_bfloat162 v =
+                    SCALED ? __floats2bfloat162_rn(fmaf(x, sc.s, sc.zs), fmaf(y, sc.s, sc.zs))
+                           : __floats2bfloat162_rn(x - sc.zf, y - sc.zf);
                 memcpy(&out[2 * i + h], &v, 4);
             }
     } else {
@@ -345,20 +350,20 @@ __device__ __forceinline__ void dequant_unit(const uint32_t (&q)[B], const unit_
  * and 2p + 1, as in dequant_unit, with the same arithmetic) into out[0..3], for t of 0..3. Lane t
  * of a quad so holds values 2t, 2t + 1, 2t + 8 and 2t + 9 of each 16 of the unit, its part of an
  * m16n8k16 A fragment with k in order. s2 and z2 are unit_scale's; for bf16 with 8 bits z2 holds
- * the bits of unit_scale's zf instead (the fp32 path subtracts that). */
+ * the bits of unit_scale's zs instead (the fp32 path's fma adds that). */
 template <int B, typename T>
 __device__ __forceinline__ void dequant_quarter(const uint32_t (&q)[B], uint32_t s2, uint32_t z2,
                                                 int t, uint32_t (&out)[4])
 {
     if constexpr (B == 8 && std::is_same<T, __nv_bfloat16>::value) {
-        const float s = __uint_as_float(s2 << 16), zf = __uint_as_float(z2);
-        const uint32_t sel = 0x4550u + 2 * (t & 1);
+        const float s = __uint_as_float(s2 << 16), zs = __uint_as_float(z2);
+        const uint32_t sel = 0x4505u | 2 * (t & 1) << 4;
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const uint32_t word = (t >> 1) ? q[2 * j + 1] : q[2 * j];
-            const float x = __uint_as_float(__byte_perm(word, 0x4bu, sel)) - zf;
-            const float y = __uint_as_float(__byte_perm(word, 0x4bu, sel + 1)) - zf;
-            const __nv_bfloat162 v = __floats2bfloat162_rn(x * s, y * s);
+            const float x = __uint_as_float(__byte_perm(word, 0x47u, sel));
+            const float y = __uint_as_float(__byte_perm(word, 0x47u, sel + 0x10));
+            const __nv_bfloat162 v = __floats2bfloat162_rn(fmaf(x, s, zs), fmaf(y, s, zs));
             memcpy(&out[j], &v, 4);
         }
     } else if constexpr (B == 8) {

@@ -90,7 +90,7 @@ template <int B, typename T> __device__ __forceinline__ uint2 scale_entry(const 
 {
     const unit_scale<T> sc = scale_of(raw);
     if constexpr (B == 8 && std::is_same<T, __nv_bfloat16>::value)
-        return make_uint2(sc.s2, __float_as_uint(sc.zf));
+        return make_uint2(sc.s2, __float_as_uint(sc.zs));
     else
         return make_uint2(sc.s2, sc.z2);
 }
