@@ -448,7 +448,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                          "ktune: %.1f s of the %.1f s in timed samples: sweep overhead %.1f%%; "
                          "the rest: checks %.1f s (their launches %.1f s), L2 flushes %.1f s, "
                          "warm-ups %.1f s, inputs %.1f s, rests before precise rounds and "
-                         "between their bursts %.1f s, waits and graphs in the worker %.1f s "
+                         "between their samples %.1f s, waits and graphs in the worker %.1f s "
                          "(graphs %.1f s, mostly while the GPU ran; the worker waited for the GPU "
                          "%.1f s), outside the worker %.1f s (worker starts %.1f s, requests, the "
                          "journal)\n",

@@ -457,9 +457,9 @@ __global__ void idle_kernel(unsigned long long ns)
  * behind pipelined gates (the rounds behind one gate of their own held the GPU while the host
  * enqueued all of them); one wait. Each sample is followed by as long idle on the GPU
  * (idle_kernel, by the sample's estimate): every sample starts from the same state of the power
- * limit's budget, whatever the round holds and however long its runs are. Without it, on an
- * H100, the clock held for some 80 ms of large GEMMs from rest, and a round of ten configs of
- * 1.5-4 ms (140 ms of GEMMs) timed the same kernel 12% slower than a round of two (20 ms). */
+ * limit's budget, whatever the round holds and however long its runs are (a GPU holds its clock
+ * only for some tens of milliseconds of a heavy load: a round of many long configs would time the
+ * last ones at a lower clock than a round of two; README, "What a recorded time means"). */
 cudaError_t ktune_worker_state::measure(const std::vector<run> &runs, std::vector<measurement> &out,
                                         precision p, double bytes_per_launch, bool graph)
 {
@@ -549,9 +549,8 @@ __global__ void clock_probe_kernel(float *mhz)
  * one taken from the peak clock, where a GPU at rest starts. Two conditions, both needed: idle
  * for as long as the GPU worked since the last rest, up to min_idle_ms (the power limit's
  * budget recovers over tens of milliseconds, while a one-thread probe reads the peak clock again
- * within a few: after a second of large GEMMs, the next ran 10-18% slower after a rest that
- * ended at the probe's first reading); then until the probe reads the peak (within 5%), for at
- * most max_rest_ms in all. */
+ * within a few, so that a rest ending at the probe's first reading left heavy kernels slower);
+ * then until the probe reads the peak (within 5%), for at most max_rest_ms in all. */
 cudaError_t ktune_worker_state::rest_at_boost()
 {
     constexpr double min_idle_ms = 100, max_rest_ms = 250, step_ms = 2, near_peak = 0.95;

@@ -119,7 +119,7 @@ ktune_trial_status ktune_trial_status_parse(const char *text);
     X(flush, "%.6f", "device time in L2 flushes before samples")                                   \
     X(probe, "%.6f", "device time in the checks' probes that are not samples")                     \
     X(wait, "%.6f", "host time waiting for the GPU to finish what it was given")                   \
-    X(rest, "%.6f", "time resting: the host before precise rounds, the GPU between their bursts")
+    X(rest, "%.6f", "time resting: the host before precise rounds, the GPU between their samples")
 
 #define KTUNE_PROTOCOL_FIELD(name, format, what) double name;
 
