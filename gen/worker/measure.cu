@@ -16,17 +16,36 @@
  * less. */
 constexpr unsigned long long gate_timeout_ns = 10000000ull;
 
+/* The GPU's nanosecond timer. */
+__device__ __forceinline__ unsigned long long globaltimer_ns()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
 __global__ void gate_kernel(const volatile unsigned *flag, unsigned generation,
                             unsigned long long timeout_ns)
 {
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    const unsigned long long start = globaltimer_ns();
     do {
         if ((int)(*flag - generation) >= 0)
             return;
         __nanosleep(500);
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    } while (now - start < timeout_ns);
+    } while (globaltimer_ns() - start < timeout_ns);
+}
+
+/* Holds the GPU for ns nanoseconds with one thread, napping nap_ns between reads of the timer
+ * (0: spinning): idle between precise samples, which leaves the power limit's budget to recover
+ * while the clocks stay up (a GPU left without work drops them, and its next launch runs slower
+ * while they come back); the test knob's delay, spinning so as not to overshoot short ones. */
+__global__ void idle_kernel(unsigned long long ns, unsigned nap_ns)
+{
+    const unsigned long long start = globaltimer_ns();
+    do
+        if (nap_ns)
+            __nanosleep(nap_ns);
+    while (globaltimer_ns() - start < ns);
 }
 
 /* Closes a gate behind what is enqueued so far; *generation names it for gate_open. */
@@ -258,25 +277,13 @@ void ktune_worker_state::retire(timing &t)
     t.exec = nullptr;
 }
 
-#if KTUNE_WORKER_TEST_KNOBS
-/* The test knob's delay: one thread spins for ns nanoseconds. */
-__global__ void delay_kernel(unsigned long long ns)
-{
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    do
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    while (now - start < ns);
-}
-#endif
-
 /* Runs r on input set `set` (with a build's test knob, the config it names and a delay). */
 cudaError_t ktune_worker_state::call(const run &r, int set, cudaStream_t s)
 {
     cudaError_t e = r.instance >= 0 ? fam.launch(r.instance, set, s) : r.call(r.ctx, set, s);
 #if KTUNE_WORKER_TEST_KNOBS
     if (e == cudaSuccess && r.instance >= 0 && r.instance == slow_instance) {
-        delay_kernel<<<1, 1, 0, s>>>(slow_ns);
+        idle_kernel<<<1, 1, 0, s>>>(slow_ns, 0);
         e = cudaGetLastError();
     }
 #endif
@@ -438,19 +445,6 @@ bool ktune_worker_state::take_kept(const run &r, timing &t, precision p)
     return false;
 }
 
-/* Holds the GPU idle for ns nanoseconds of %globaltimer: one thread, which leaves the power
- * limit's budget to recover while the clocks stay up (a GPU left without work drops them, and
- * its next launch runs slower while they come back). */
-__global__ void idle_kernel(unsigned long long ns)
-{
-    unsigned long long t0, t1;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do {
-        __nanosleep(1000);
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
-    } while (t1 - t0 < ns);
-}
-
 /* Interleaved measurement of several runs: probes of those with no kept graph; the warm-ups and
  * graphs of each run as soon as its probe has run (the host builds one run's graph while the GPU
  * warms the one before up), then rounds of one sample of every run (A B C A B C ...), in pieces
@@ -491,7 +485,7 @@ cudaError_t ktune_worker_state::measure(const std::vector<run> &runs, std::vecto
             const double us = sample_estimate_us(t[r]);
             e = enqueue_sample(runs[r], t[r]);
             if (e == cudaSuccess) {
-                idle_kernel<<<1, 1, 0, stream>>>((unsigned long long)(us * 1e3));
+                idle_kernel<<<1, 1, 0, stream>>>((unsigned long long)(us * 1e3), 1000);
                 e = cudaGetLastError();
                 spent.rest += us * 1e-6;
             }
@@ -533,13 +527,20 @@ double ktune_worker_state::time_flush()
  * nanoseconds. */
 __global__ void clock_probe_kernel(float *mhz)
 {
-    unsigned long long t0, t1;
+    unsigned long long t1;
     const long long c0 = clock64();
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    const unsigned long long t0 = globaltimer_ns();
     do
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+        t1 = globaltimer_ns();
     while (t1 - t0 < 3000);
     *mhz = (float)(clock64() - c0) * 1000.f / (float)(t1 - t0);
+}
+
+/* The host sleeps ms milliseconds (less than a second). */
+static void sleep_ms(double ms)
+{
+    const struct timespec t = {0, (long)(ms * 1e6)};
+    nanosleep(&t, nullptr);
 }
 
 /* Rests the GPU before a request's precise measurements: under a sustained load a GPU holds its
@@ -559,10 +560,8 @@ cudaError_t ktune_worker_state::rest_at_boost()
     const double t0 = now_s();
     cudaError_t e = cudaDeviceSynchronize(); /* idle from here */
     const double idle_ms = std::min(min_idle_ms, (now_s() - rested_at) * 1e3);
-    if (e == cudaSuccess && idle_ms > 0) {
-        const struct timespec idle = {0, (long)(idle_ms * 1e6)};
-        nanosleep(&idle, nullptr);
-    }
+    if (e == cudaSuccess && idle_ms > 0)
+        sleep_ms(idle_ms);
     for (double rested = idle_ms; e == cudaSuccess; rested += step_ms) {
         clock_probe_kernel<<<1, 1, 0, stream>>>(clock_probe);
         e = cudaMemcpyAsync(clock_probe_host, clock_probe, sizeof *clock_probe,
@@ -572,8 +571,7 @@ cudaError_t ktune_worker_state::rest_at_boost()
         if (e != cudaSuccess || *clock_probe_host >= near_peak * peak_mhz ||
             rested >= max_rest_ms)
             break;
-        const struct timespec pause = {0, (long)(step_ms * 1e6)};
-        nanosleep(&pause, nullptr);
+        sleep_ms(step_ms);
     }
     rested_at = now_s();
     spent.rest += rested_at - t0;
