@@ -265,13 +265,12 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     int buffer = 0;                              /* the next staging buffer of this consumer */
     /* int8: one set of accumulators, the stages' multiplies chained on it. fp8: the tensor cores
      * keep fewer bits of a sum than fp32 does, so each stage's sums (128 k) are added into fp32
-     * totals, as cuBLASLt does unless told to accumulate fast: two sets take the stages in turn,
-     * one adding into the totals while the other's multiplies run, where three sets of 32 fit
-     * (ptxas spills three sets of 64 even in a block of one consumer); otherwise one set, each
-     * stage's multiplies waited for before its sums are added */
+     * totals, as cuBLASLt does unless told to accumulate fast, once that stage's multiplies are
+     * done. Nothing of a stage stays in flight into the next: where sums are read in a later
+     * iteration than the one that issued their multiplies, ptxas serializes every multiply of the
+     * kernel (its warning C7514), which a second set taking alternate stages did. */
     constexpr bool PROMOTE = !std::is_same<Q, int8_t>::value;
-    constexpr bool TWO_SETS = PROMOTE && FM * BN / 2 <= 32;
-    acc_t d[FM][BN / 2], d2[TWO_SETS ? FM : 1][TWO_SETS ? BN / 2 : 1];
+    acc_t d[FM][BN / 2];
     float total[PROMOTE ? FM : 1][PROMOTE ? BN / 2 : 1];
     int s = 0, phase = 0;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
@@ -304,24 +303,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             barrier_wait(&full[s], phase);
             const uint32_t a_tile = smem_addr(ring_a + s * A_BYTES) + consumer * WM * 128,
                            b_tile = smem_addr(ring_w + s * W_BYTES);
-            if constexpr (PROMOTE && !TWO_SETS) {
+            if constexpr (PROMOTE) {
                 qwgmma_slice<Q, BN, FM>(d, a_tile, b_tile, true);
                 wgmma_wait<0>();
                 qwgmma_promote<FM, BN>(total, d);
-            } else if constexpr (PROMOTE) {
-                /* stage kt into one set; once stage kt - 1's are done, the other set into the
-                 * totals (a branch a set: registers are not indexed at run time) */
-                if (j % 2 == 0)
-                    qwgmma_slice<Q, BN, FM>(d, a_tile, b_tile, true);
-                else
-                    qwgmma_slice<Q, BN, FM>(d2, a_tile, b_tile, true);
-                wgmma_wait<1>();
-                if (j > 0) {
-                    if (j % 2 == 0)
-                        qwgmma_promote<FM, BN>(total, d2);
-                    else
-                        qwgmma_promote<FM, BN>(total, d);
-                }
             } else {
                 qwgmma_slice<Q, BN, FM>(d, a_tile, b_tile, j == 0);
                 wgmma_wait<1>();
@@ -332,16 +317,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             ring_next<STAGES>(s, phase);
         }
         wgmma_wait<0>();
-        if constexpr (TWO_SETS) {
-            if (kt1 > kt0 && (kt1 - kt0 - 1) % 2 == 0)
-                qwgmma_promote<FM, BN>(total, d);
-            else if (kt1 > kt0)
-                qwgmma_promote<FM, BN>(total, d2);
-        } else {
 #pragma unroll
-            for (int f = 0; f < FM; f++)
-                wgmma_fence_registers(d[f]);
-        }
+        for (int f = 0; f < FM; f++)
+            wgmma_fence_registers(d[f]);
         if (tid == 0 && released >= 0)
             barrier_arrive(&empty[released]);
 
