@@ -453,7 +453,11 @@ bool ktune_worker_state::take_kept(const run &r, timing &t, precision p)
  * (idle_kernel, by the sample's estimate): every sample starts from the same state of the power
  * limit's budget, whatever the round holds and however long its runs are (a GPU holds its clock
  * only for some tens of milliseconds of a heavy load: a round of many long configs would time the
- * last ones at a lower clock than a round of two; README, "What a recorded time means"). */
+ * last ones at a lower clock than a round of two; README, "What a recorded time means"). Each
+ * sample is preceded by an L2 flush, also where its launches evict L2 by themselves: what the GPU
+ * ran before a sample changes the time of kernels of a few microseconds through the whole sample
+ * (not the data L2 holds, which the sample's first launches replace), and a flush puts every
+ * sample in the same state whatever ran before it. */
 cudaError_t ktune_worker_state::measure(const std::vector<run> &runs, std::vector<measurement> &out,
                                         precision p, double bytes_per_launch, bool graph)
 {
@@ -480,6 +484,8 @@ cudaError_t ktune_worker_state::measure(const std::vector<run> &runs, std::vecto
         if (e == cudaSuccess)
             e = gates.pass(opt.warmup_us);
     }
+    for (timing &x : t)
+        x.flush = true;
     for (int s = 0; s < p.samples && e == cudaSuccess; s++)
         for (size_t r = 0; r < runs.size() && e == cudaSuccess; r++) {
             const double us = sample_estimate_us(t[r]);
@@ -516,7 +522,7 @@ double ktune_worker_state::time_flush()
     const std::vector<run> runs{flush};
     std::vector<measurement> m;
     nsets = 1;
-    /* one flush a sample; a flush evicts L2 by itself, so none before its samples */
+    /* one flush a sample, each preceded by a flush as every precise sample is */
     cudaError_t e = measure(runs, m, {5, 0}, 2.0 * (double)l2_bytes, false);
     nsets = 0;
     spent = ktune_stats_answer();
