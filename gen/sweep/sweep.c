@@ -35,11 +35,10 @@ void ktune_limits_from(const ktune_hello *d, int64_t *limits)
  * default and the committed config are re-measured interleaved; the fastest of every other variant
  * joins the block for the runner-ups (re-measured too when within the margin), ranked after the
  * re-measured ones with its first time. The winner is the fastest re-measured config, ties going
- * to the first declared. fixed: the default and the committed config (ktune_final_fixed). w ranks
- * them, timer (another process) times them. */
-static int final_round(const ktune_sweep_opts *o, ktune_worker *w, ktune_worker *timer,
-                       const int64_t *key, const trial *row, const int fixed[2], FILE *final,
-                       ktune_syncer *syncer, int *interrupted, ktune_err *err)
+ * to the first declared. fixed: the default and the committed config (ktune_final_fixed). */
+static int final_round(const ktune_sweep_opts *o, ktune_worker *w, const int64_t *key,
+                       const trial *row, const int fixed[2], FILE *final, ktune_syncer *syncer,
+                       int *interrupted, ktune_err *err)
 {
     const ktune_space *s = o->space;
     ktune_final_pick picks[KTUNE_FINAL_MAX_PICKS];
@@ -56,12 +55,9 @@ static int final_round(const ktune_sweep_opts *o, ktune_worker *w, ktune_worker 
     int remeasure = 0;
     for (int i = 0; i < n; i++)
         remeasure += picks[i].remeasured;
-    /* Two interleaved rounds: the first ranks, the second times, in another worker process. A
-     * time taken by the round that picked the fastest of several is biased low (the winner is the
-     * one the noise favoured), and a record so taken is one that later measurements, verify's
-     * included, find slower. So is one taken in the process that picked it: a kernel of a few
-     * microseconds keeps, in one process, the time of one of two launch contexts (README), and
-     * the winner is the config that drew the faster there. */
+    /* Two interleaved rounds: the first ranks, the second times. A time taken by the round that
+     * picked the fastest of several is biased low (the winner is the one the noise favoured), and
+     * a record so taken is one that later measurements, verify's included, find slower. */
     for (int round = 0; round < 2 && remeasure > 0; round++) {
         const char *names[KTUNE_FINAL_MAX_PICKS];
         int at[KTUNE_FINAL_MAX_PICKS], nnames = 0;
@@ -72,7 +68,7 @@ static int final_round(const ktune_sweep_opts *o, ktune_worker *w, ktune_worker 
             }
         ktune_answer a;
         ktune_reply_kind kind;
-        if (ktune_worker_interleave(round == 0 ? w : timer, s->nkey, key, names, nnames,
+        if (ktune_worker_interleave(w, s->nkey, key, names, nnames,
                                     o->config_timeout_s * (remeasure + 1), &a, &kind, err))
             return -1;
         if (kind == KTUNE_REPLY_INTERRUPTED) {
@@ -104,16 +100,6 @@ typedef struct {
     ktune_stats_answer total, last;
     int last_restarts, answered;
 } spent_tally;
-
-/* t's totals and u's, added up (the two workers of a sweep). */
-static ktune_stats_answer spent_sum(const spent_tally *t, const spent_tally *u)
-{
-    ktune_stats_answer sum = t->total;
-#define KTUNE_SPENT_SUM(name, format, what) sum.name += u->total.name;
-    KTUNE_STATS_FIELDS(KTUNE_SPENT_SUM)
-#undef KTUNE_SPENT_SUM
-    return sum;
-}
 
 /* Adds what the worker spent since the last ask (since it started, when it was restarted). */
 static void spent_update(ktune_worker *w, spent_tally *t, int *interrupted)
@@ -237,8 +223,7 @@ static void progress(int tty, int done, int total, const char *keytext, const ch
 int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
 {
     const ktune_space *s = o->space;
-    ktune_worker w, timer;
-    int timer_started = 0;
+    ktune_worker w;
     ktune_registry committed_reg, *committed = NULL;
     int rc = -1, interrupted = 0;
     FILE *journal = NULL, *final = NULL;
@@ -273,13 +258,6 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
     }
     snprintf(log_path, sizeof log_path, "%s/worker.log", o->run_dir);
     w.opts.log_path = log_path; /* restarted workers log there */
-    /* the final rounds' timing worker, on the same GPU (the two never measure at once) */
-    wopts.log_path = log_path;
-    if (ktune_worker_start(&timer, &wopts, err)) {
-        ktune_worker_stop(&w);
-        return -1;
-    }
-    timer_started = 1;
     syncer = ktune_syncer_start(); /* NULL: each sync on the spot */
     int64_t limits[KTUNE_NLIMITS];
     ktune_limits_from(&w.device, limits);
@@ -319,7 +297,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
         ktune_journal_write(syncer, final, "key,config,rank,of,us,spread,is_default,is_committed\n");
 
     int tty = isatty(2) && !getenv("KTUNE_PLAIN_PROGRESS");
-    spent_tally spent = {.last_restarts = w.restarts}, spent_timer = {.last_restarts = timer.restarts};
+    spent_tally spent = {.last_restarts = w.restarts};
     int counts[KTUNE_TRIAL_COUNT] = {0};
     int measured = 0, todo = 0, skipped = 0, noisy = 0;
     order = malloc(sizeof *order * (size_t)(s->nconfigs ? s->nconfigs : 1));
@@ -415,12 +393,10 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
         for (int i = 0; i < ndone_rows && !complete; i++)
             complete = ktune_space_key_compare(s, done_rows[i].key, key) == 0;
         if (!complete &&
-            final_round(o, &w, &timer, key, row, fixed, final, syncer, &interrupted, err))
+            final_round(o, &w, key, row, fixed, final, syncer, &interrupted, err))
             goto cleanup;
         if (!interrupted)
             spent_update(&w, &spent, &interrupted);
-        if (!interrupted)
-            spent_update(&timer, &spent_timer, &interrupted);
         double elapsed = ktune_now_s() - measure_start;
         double eta = measured > 0 ? elapsed / measured * (todo - measured) : -1;
         progress(tty, si + 1, s->nshapes, keytext, best >= 0 ? s->configs[best].name : "-",
@@ -462,11 +438,10 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                                     : "",
                      counts[KTUNE_TRIAL_OK],
                      counts[KTUNE_TRIAL_INVALID], counts[KTUNE_TRIAL_WRONG], counts[KTUNE_TRIAL_FAILED], counts[KTUNE_TRIAL_TIMEOUT],
-                     skipped, w.restarts + timer.restarts, ktune_now_s() - start,
-                     tuned ? exp(log_gain / tuned) : 1.0);
+                     skipped, w.restarts, ktune_now_s() - start, tuned ? exp(log_gain / tuned) : 1.0);
     if (spent.answered) {
         const double wall = ktune_now_s() - start;
-        const ktune_stats_answer total = spent_sum(&spent, &spent_timer), *t = &total;
+        const ktune_stats_answer *t = &spent.total;
         const double in_worker =
             t->busy - t->timed - t->warmup - t->prepare - t->check - t->flush - t->rest;
         ktune_buf_printf(&summary,
@@ -479,7 +454,7 @@ int ktune_sweep_run(const ktune_sweep_opts *o, ktune_err *err)
                          "journal)\n",
                          t->timed, wall, wall > 0 ? 100 * (wall - t->timed) / wall : 0.0, t->check,
                          t->probe, t->flush, t->warmup, t->prepare, t->rest, in_worker, t->graph,
-                         t->wait, wall - t->busy, w.start_s + timer.start_s);
+                         t->wait, wall - t->busy, w.start_s);
     }
     if (noisy)
         ktune_buf_printf(&summary,
@@ -497,8 +472,6 @@ cleanup:
         pclose(state_query);
     ktune_syncer_stop(syncer); /* the journals on disk before they close */
     ktune_worker_stop(&w);
-    if (timer_started)
-        ktune_worker_stop(&timer);
     if (committed)
         ktune_registry_free(committed);
     if (journal)

@@ -265,12 +265,6 @@ KTUNE_SIM_FINAL_SCALE=1.01 "$ktune" sweep --space "$work/margin.yaml" --worker "
   --run "$work/m2" --registry-dir "$work/reg-m" --final-margin 0.5 --top 3 >/dev/null 2>&1 || bad "sweep m2"
 want="good_tile8,1,20.2000 good_tile4,2,22.2200 good_tile16,3,28.2800 slow_tile8,4,30.3000 good_tile1,5,66.1550 "
 [ "$(block "$work/m2")" = "$want" ] || bad "margin 0.5, top 3: $(block "$work/m2")"
-# the final round's timing in a worker of its own: the screening worker's times halved (its launch
-# contexts), the recorded ones not
-KTUNE_SIM_FINAL_SCALE=1.01 KTUNE_SIM_SCREENED_SCALE=0.5 "$ktune" sweep --space "$work/margin.yaml" \
-  --worker "$worker" --run "$work/m6" --registry-dir "$work/reg-m" >/dev/null 2>&1 || bad "sweep m6"
-want="good_tile8,1,20.2000 good_tile1,2,66.1550 slow_tile8,3,30.0000 "
-[ "$(block "$work/m6")" = "$want" ] || bad "timed in the screening worker: $(block "$work/m6")"
 # kernels of a fraction of a microsecond (times x 0.004): within 0.15 us of the fastest, at most 6
 KTUNE_SIM_SCALE=0.004 KTUNE_SIM_FINAL_SCALE=1.02 "$ktune" sweep --space "$work/margin.yaml" \
   --worker "$worker" --run "$work/m5" --registry-dir "$work/reg-m" >/dev/null 2>&1 || bad "sweep m5"

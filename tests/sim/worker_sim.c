@@ -11,9 +11,7 @@
  * Environment: KTUNE_SIM_DELAY_MS (sleep before each answer), KTUNE_SIM_BONUS=<config>:<factor>
  * (scales one config's time), KTUNE_SIM_SCALE=<factor> (scales every time),
  * KTUNE_SIM_FINAL_SCALE=<factor> (scales the times M answers: the final round's, told apart),
- * KTUNE_SIM_SCREENED_SCALE=<factor> (scales the times M answers in a process that has answered a
- * T or an X request: as a kernel keeps, in one process, the time of the launch context its
- * history gave it), KTUNE_SIM_NO_DEVICE=1 (behaves like a host without a GPU). */
+ * KTUNE_SIM_NO_DEVICE=1 (behaves like a host without a GPU). */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
 #include <stdio.h>
@@ -114,7 +112,6 @@ int main(int argc, char **argv)
     }
     long delay = getenv("KTUNE_SIM_DELAY_MS") ? atol(getenv("KTUNE_SIM_DELAY_MS")) : 0;
     double timed_s = 0; /* what 7 samples of each ok trial would have taken */
-    int screened = 0;   /* a T or an X request answered */
     ktune_hello hello = {"ktune simulated GPU", 132, 90, 1024, 232448, 52428800, 1,
                          "13.0", "13.0", ""};
     snprintf(hello.uuid, sizeof hello.uuid, "GPU-00000000-0000-0000-0000-%012d",
@@ -142,24 +139,21 @@ int main(int argc, char **argv)
         a.n = r.nconfigs;
         switch (r.kind) {
         case KTUNE_REQUEST_TRIAL:
-            screened = 1;
             trial(r.configs[0], n, &a, 0, &timed_s);
             a.status = a.entries[0].status;
             break;
         case KTUNE_REQUEST_SCREEN:
             /* the statuses alone; a crash or a hang takes the whole window down; no cut at @us,
              * nothing kept for the configs marked + */
-            screened = 1;
             for (int i = 0; i < r.nconfigs; i++)
                 trial(r.configs[i], n, &a, i, &timed_s);
             break;
         case KTUNE_REQUEST_INTERLEAVE: {
             const char *scale = getenv("KTUNE_SIM_FINAL_SCALE");
-            const char *context = screened ? getenv("KTUNE_SIM_SCREENED_SCALE") : NULL;
-            const double factor = (scale ? atof(scale) : 1.0) * (context ? atof(context) : 1.0);
             for (int i = 0; i < r.nconfigs; i++)
-                a.entries[i] =
-                    (ktune_answer_entry){KTUNE_TRIAL_OK, sim_time(r.configs[i], n) * factor, 0.001, 7};
+                a.entries[i] = (ktune_answer_entry){
+                    KTUNE_TRIAL_OK, sim_time(r.configs[i], n) * (scale ? atof(scale) : 1.0), 0.001,
+                    7};
             break;
         }
         case KTUNE_REQUEST_BENCH:
