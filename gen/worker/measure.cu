@@ -249,11 +249,12 @@ static measurement summarize(std::vector<double> &t)
 }
 
 /* Whether a sample's launches push the data of its first launch out of L2 before that set comes
- * round again, so that the sample needs no flush before it: true when one launch moves as many
- * bytes as L2 holds, or the launches between two uses of a set do. One L2 of other data between
- * two uses of a line is what a flush reads, and evicts as well as two (on an H100, 4 MB and 16
- * MB read after 1x and 2x the L2 of other reads took the same time; after 0.5x, 4 MB took 17%
- * less and 16 MB 13% less). */
+ * round again, so that the sample may hold several rounds of the sets and a screen's sample needs
+ * no flush before it (a precise sample has one anyway: measure()): true when one launch moves as
+ * many bytes as L2 holds, or the launches between two uses of a set do. One L2 of other data
+ * between two uses of a line is what a flush reads, and evicts as well as two (on an H100, 4 MB
+ * and 16 MB read after 1x and 2x the L2 of other reads took the same time; after 0.5x, 4 MB took
+ * 17% less and 16 MB 13% less). */
 bool ktune_worker_state::sample_evicts_itself(int per_sample, double bytes_per_launch)
 {
     const double l2 = (double)l2_bytes;

@@ -44,8 +44,9 @@ struct span {
 };
 
 /* One run (a config, the copy, the vendor library) being timed: its probe, the launches a sample
- * holds, whether samples need a flush before them, its graph, its warm-up and its samples (the
- * probe first where it counts as one). */
+ * holds, whether samples have a flush before them (a screen's where its launches do not evict L2
+ * by themselves, a precise one's always), its graph, its warm-up and its samples (the probe first
+ * where it counts as one). */
 struct timing {
     span probe, warm;
     int per = 1;
