@@ -2,6 +2,7 @@
 /* qkattn on NVIDIA H100 80GB HBM3 (132 SMs, compute capability 90): 34 tuned keys.
  * run 1: run-qkattn; driver 580.159.04, CUDA 13.0, source 246ace454c54, 2026-11-26
  * run 2: run-qkattn; driver 580.159.04, CUDA 13.0, source 8ce26c876fbf, 2026-11-26
+ * run 3: run-qkattn; driver 580.159.04, CUDA 13.0, source dfcdf2674a53, 2026-11-26
  * Each row: key, configuration, its time (us), the family default's time (us). */
 #ifndef KTUNE_QKATTN_NVIDIA_H100_80GB_HBM3_132_H
 #define KTUNE_QKATTN_NVIDIA_H100_80GB_HBM3_132_H
@@ -9,7 +10,7 @@
 #include "ktune_table.h"
 
 static const ktune_row ktune_qkattn_nvidia_h100_80gb_hbm3_132_rows[] = {
-    {{KTUNE_F16, 1, 5, 1024, 128, 1}, "wgmma_block_size_m64_block_size_n128_num_stages3_q_gran64_k_gran64", 26.245f, 33.552f},
+    {{KTUNE_F16, 1, 5, 1024, 128, 1}, "wgmma_block_size_m64_block_size_n128_num_stages3_q_gran64_k_gran64", 26.665f, 33.701f},
     {{KTUNE_F16, 1, 5, 1024, 128, 2}, "wgmma_block_size_m64_block_size_n128_num_stages3_q_gran64_k_gran64", 28.848f, 37.229f},
     {{KTUNE_F16, 1, 5, 2048, 128, 1}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 53.232f, 53.232f},
     {{KTUNE_F16, 1, 5, 2048, 128, 2}, "wgmma_block_size_m64_block_size_n128_num_stages3_q_gran64_k_gran64", 42.170f, 58.536f},
@@ -17,26 +18,26 @@ static const ktune_row ktune_qkattn_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_F16, 1, 5, 4096, 128, 2}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 100.304f, 100.304f},
     {{KTUNE_F16, 1, 5, 8192, 128, 1}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 415.232f, 415.232f},
     {{KTUNE_F16, 1, 5, 8192, 128, 2}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 276.736f, 276.736f},
-    {{KTUNE_F16, 1, 5, 16384, 128, 1}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 1282.368f, 1282.368f},
+    {{KTUNE_F16, 1, 5, 16384, 128, 1}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 1267.296f, 1267.296f},
     {{KTUNE_F16, 1, 5, 16384, 128, 2}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 824.800f, 824.800f},
     {{KTUNE_F16, 1, 5, 32768, 128, 1}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 4791.072f, 4791.072f},
     {{KTUNE_F16, 1, 5, 32768, 128, 2}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 2551.520f, 2551.520f},
-    {{KTUNE_F16, 1, 16, 1024, 64, 1}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 34.165f, 34.165f},
+    {{KTUNE_F16, 1, 16, 1024, 64, 1}, "wgmma_block_size_m64_block_size_n64_num_stages3_q_gran64_k_gran64", 33.467f, 33.925f},
     {{KTUNE_F16, 1, 16, 1024, 64, 2}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 36.058f, 36.058f},
     {{KTUNE_F16, 1, 16, 4096, 64, 1}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 239.424f, 239.424f},
     {{KTUNE_F16, 1, 16, 4096, 64, 2}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 177.888f, 177.888f},
     {{KTUNE_F16, 1, 16, 16384, 64, 1}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 2935.744f, 2935.744f},
     {{KTUNE_F16, 1, 16, 16384, 64, 2}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 1699.648f, 1699.648f},
-    {{KTUNE_BF16, 1, 5, 1024, 128, 1}, "wgmma_block_size_m64_block_size_n128_num_stages3_q_gran64_k_gran64", 27.493f, 34.272f},
-    {{KTUNE_BF16, 1, 5, 1024, 128, 2}, "wgmma_block_size_m64_block_size_n128_num_stages3_q_gran32_k_gran64", 29.595f, 37.626f},
+    {{KTUNE_BF16, 1, 5, 1024, 128, 1}, "wgmma_block_size_m64_block_size_n128_num_stages3_q_gran64_k_gran64", 28.014f, 34.965f},
+    {{KTUNE_BF16, 1, 5, 1024, 128, 2}, "wgmma_block_size_m64_block_size_n128_num_stages3_q_gran32_k_gran64", 29.134f, 37.216f},
     {{KTUNE_BF16, 1, 5, 2048, 128, 1}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 53.144f, 53.144f},
-    {{KTUNE_BF16, 1, 5, 2048, 128, 2}, "wgmma_block_size_m64_block_size_n128_num_stages3_q_gran64_k_gran64", 41.581f, 57.320f},
-    {{KTUNE_BF16, 1, 5, 4096, 128, 1}, "wgmma_block_size_m64_block_size_n128_num_stages3_q_gran128_k_gran128", 147.808f, 157.856f},
-    {{KTUNE_BF16, 1, 5, 4096, 128, 2}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 99.232f, 99.232f},
-    {{KTUNE_BF16, 1, 5, 8192, 128, 1}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 411.040f, 411.040f},
-    {{KTUNE_BF16, 1, 5, 8192, 128, 2}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran128_k_gran128", 269.600f, 284.480f},
-    {{KTUNE_BF16, 1, 5, 16384, 128, 1}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 1286.816f, 1286.816f},
-    {{KTUNE_BF16, 1, 5, 16384, 128, 2}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 826.528f, 826.528f},
+    {{KTUNE_BF16, 1, 5, 2048, 128, 2}, "wgmma_block_size_m64_block_size_n128_num_stages3_q_gran64_k_gran64", 42.182f, 58.160f},
+    {{KTUNE_BF16, 1, 5, 4096, 128, 1}, "wgmma_block_size_m64_block_size_n128_num_stages3_q_gran128_k_gran128", 143.760f, 156.672f},
+    {{KTUNE_BF16, 1, 5, 4096, 128, 2}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 98.112f, 98.112f},
+    {{KTUNE_BF16, 1, 5, 8192, 128, 1}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 419.616f, 419.616f},
+    {{KTUNE_BF16, 1, 5, 8192, 128, 2}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran128_k_gran128", 277.024f, 272.384f},
+    {{KTUNE_BF16, 1, 5, 16384, 128, 1}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 1268.544f, 1268.544f},
+    {{KTUNE_BF16, 1, 5, 16384, 128, 2}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 802.048f, 802.048f},
     {{KTUNE_BF16, 1, 5, 32768, 128, 1}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 4767.072f, 4767.072f},
     {{KTUNE_BF16, 1, 5, 32768, 128, 2}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 2589.952f, 2589.952f},
     {{KTUNE_BF16, 1, 8, 1024, 128, 2}, "wgmma_block_size_m64_block_size_n128_num_stages3_q_gran64_k_gran64", 29.403f, 37.914f},

@@ -4,6 +4,7 @@
  * run 2: run-dec; driver 580.159.04, CUDA 13.0, source 48f58452d12f, 2026-11-26
  * run 3: run-dec; driver 580.159.04, CUDA 13.0, source aab434cc823a, 2026-11-26
  * run 4: run-rpa; driver 580.159.04, CUDA 13.0, source 8ce26c876fbf, 2026-11-26
+ * run 5: run-rpa; driver 580.159.04, CUDA 13.0, source dfcdf2674a53, 2026-11-26
  * Each row: key, configuration, its time (us), the family default's time (us). */
 #ifndef KTUNE_RPA_NVIDIA_H100_80GB_HBM3_132_H
 #define KTUNE_RPA_NVIDIA_H100_80GB_HBM3_132_H
@@ -21,11 +22,11 @@ static const ktune_row ktune_rpa_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_F16, 16, 128, 128, 64, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 457.216f, 457.216f},
     {{KTUNE_F16, 512, 16, 128, 8, 1, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 296.832f, 296.832f},
     {{KTUNE_F16, 512, 16, 128, 64, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 2174.144f, 2174.144f},
-    {{KTUNE_F16, 512, 128, 128, 8, 1, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 355.424f, 355.424f},
+    {{KTUNE_F16, 512, 128, 128, 8, 1, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 363.744f, 363.744f},
     {{KTUNE_F16, 512, 128, 128, 64, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 3124.096f, 3124.096f},
     {{KTUNE_F16, 2048, 16, 128, 8, 1, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 395.072f, 395.072f},
     {{KTUNE_F16, 2048, 16, 128, 64, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 2232.928f, 2232.928f},
-    {{KTUNE_F16, 2048, 128, 128, 8, 1, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 355.488f, 355.488f},
+    {{KTUNE_F16, 2048, 128, 128, 8, 1, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 361.120f, 361.120f},
     {{KTUNE_F16, 2048, 128, 128, 64, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 2501.952f, 2501.952f},
     {{KTUNE_BF16, 1, 16, 128, 8, 1, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits16", 65.696f, 78.155f},
     {{KTUNE_BF16, 1, 16, 128, 32, 8, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages2_splits4", 375.744f, 380.448f},
@@ -37,11 +38,11 @@ static const ktune_row ktune_rpa_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_BF16, 1, 128, 128, 32, 8, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages2_splits4", 378.048f, 385.216f},
     {{KTUNE_BF16, 1, 128, 128, 32, 32, 8192}, "wgmma_consumers1_bn128_stages3_splits1", 1484.384f, 1603.008f},
     {{KTUNE_BF16, 1, 128, 128, 64, 8, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages2_splits4", 418.816f, 426.496f},
-    {{KTUNE_BF16, 16, 16, 128, 8, 1, 8192}, "wgmma_consumers2_bn128_stages3_splits4", 110.976f, 146.768f},
+    {{KTUNE_BF16, 16, 16, 128, 8, 1, 8192}, "wgmma_consumers2_bn128_stages3_splits4", 112.912f, 149.392f},
     {{KTUNE_BF16, 16, 16, 128, 32, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 457.536f, 457.536f},
     {{KTUNE_BF16, 16, 16, 128, 32, 32, 8192}, "wgmma_consumers1_bn128_stages3_splits1", 1473.856f, 2048.064f},
     {{KTUNE_BF16, 16, 16, 128, 64, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 576.416f, 576.416f},
-    {{KTUNE_BF16, 16, 128, 128, 8, 1, 8192}, "wgmma_consumers1_bn128_stages3_splits1", 92.011f, 120.704f},
+    {{KTUNE_BF16, 16, 128, 128, 8, 1, 8192}, "wgmma_consumers1_bn128_stages3_splits1", 93.781f, 123.120f},
     {{KTUNE_BF16, 16, 128, 128, 32, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 454.496f, 454.496f},
     {{KTUNE_BF16, 16, 128, 128, 32, 32, 8192}, "wgmma_consumers1_bn128_stages3_splits1", 1482.752f, 1954.432f},
     {{KTUNE_BF16, 16, 128, 128, 64, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 539.584f, 539.584f},
@@ -50,7 +51,7 @@ static const ktune_row ktune_rpa_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_BF16, 512, 16, 128, 32, 32, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 1244.928f, 1244.928f},
     {{KTUNE_BF16, 512, 16, 128, 64, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 2883.136f, 2883.136f},
     {{KTUNE_BF16, 512, 64, 64, 32, 8, 4096}, "wgmma_consumers2_bn128_stages3_splits1", 682.560f, 682.560f},
-    {{KTUNE_BF16, 512, 64, 256, 32, 8, 4096}, "wgmma_consumers1_bn64_stages3_splits1", 1499.488f, 5807.744f},
+    {{KTUNE_BF16, 512, 64, 256, 32, 8, 4096}, "wgmma_consumers1_bn64_stages3_splits1", 1474.944f, 5732.544f},
     {{KTUNE_BF16, 512, 128, 128, 8, 1, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 243.104f, 243.104f},
     {{KTUNE_BF16, 512, 128, 128, 32, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 961.344f, 961.344f},
     {{KTUNE_BF16, 512, 128, 128, 32, 32, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 1051.136f, 1051.136f},
@@ -61,7 +62,7 @@ static const ktune_row ktune_rpa_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_BF16, 2048, 16, 128, 64, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 2388.160f, 2388.160f},
     {{KTUNE_BF16, 2048, 128, 128, 8, 1, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 308.320f, 308.320f},
     {{KTUNE_BF16, 2048, 128, 128, 32, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 1200.096f, 1200.096f},
-    {{KTUNE_BF16, 2048, 128, 128, 32, 32, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 941.344f, 941.344f},
+    {{KTUNE_BF16, 2048, 128, 128, 32, 32, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 957.600f, 957.600f},
     {{KTUNE_BF16, 2048, 128, 128, 64, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 1510.176f, 1510.176f},
 };
 
