@@ -35,7 +35,7 @@ static const ktune_row ktune_qkattn_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_BF16, 1, 5, 4096, 128, 1}, "wgmma_block_size_m64_block_size_n128_num_stages3_q_gran128_k_gran128", 143.760f, 156.672f},
     {{KTUNE_BF16, 1, 5, 4096, 128, 2}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 98.112f, 98.112f},
     {{KTUNE_BF16, 1, 5, 8192, 128, 1}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 419.616f, 419.616f},
-    {{KTUNE_BF16, 1, 5, 8192, 128, 2}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran128_k_gran128", 277.024f, 272.384f},
+    {{KTUNE_BF16, 1, 5, 8192, 128, 2}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 272.384f, 272.384f},
     {{KTUNE_BF16, 1, 5, 16384, 128, 1}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 1268.544f, 1268.544f},
     {{KTUNE_BF16, 1, 5, 16384, 128, 2}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 802.048f, 802.048f},
     {{KTUNE_BF16, 1, 5, 32768, 128, 1}, "wgmma_block_size_m128_block_size_n128_num_stages3_q_gran64_k_gran64", 4767.072f, 4767.072f},

@@ -213,6 +213,15 @@ grep -q "keeps good_tile8 .*not faster beyond" "$work/d.log" || bad "apply d doe
 grep -q "n: 64, config: good_tile4" "$reg" || bad "--force did not replace"
 "$ktune" apply "$work/a" --space "$space" --registry-dir "$work/reg" --force >/dev/null 2>&1
 grep -q "n: 64, config: good_tile8" "$reg" || bad "apply a --force did not restore good_tile8"
+# the default 0.4% faster than the committed good_tile8 at n=64, within the noise: the default stays
+# unless beaten beyond it, and the committed config did not beat it at all
+KTUNE_SIM_BONUS=good_tile1:0.304 sweep "$work/k" >/dev/null 2>&1 || bad "sweep k"
+"$ktune" apply "$work/k" --space "$space" --registry-dir "$work/reg" >"$work/k.log" 2>&1 || bad "apply k"
+grep -q "n: 64, config: good_tile1" "$reg" || bad "a committed config slower than the default was kept"
+grep -q "takes good_tile1 (the committed good_tile8 at 20.000 us in this run, the default at 19.912)" \
+  "$work/k.log" || bad "apply k does not say why it took the default"
+"$ktune" apply "$work/a" --space "$space" --registry-dir "$work/reg" --force >/dev/null 2>&1
+grep -q "n: 64, config: good_tile8" "$reg" || bad "apply a --force did not restore good_tile8"
 # the seed's --force-retune: the sweep applies its winners as apply --force does
 KTUNE_SIM_BONUS=good_tile4:0.905 sweep "$work/f" --force-retune >"$work/f.log" 2>&1 || bad "sweep --force-retune"
 grep -q "n: 64, config: good_tile4" "$reg" || bad "--force-retune did not take the new winner"
