@@ -149,7 +149,8 @@ int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_p
             /* the default stays unless beaten beyond the noise, and the committed config did not
              * even beat it in this run (kept, its time would be the default's or slower) */
             take = 1;
-            snprintf(why, sizeof why, "the committed %s at %.3f us in this run, the default at %.3f",
+            snprintf(why, sizeof why,
+                     "the committed %s at %.3f us in this run, the default at %.3f",
                      committed->config, committed->us, def->us);
         } else if (committed) {
             double noise = ktune_apply_noise(committed->us, win->spread, committed->spread);

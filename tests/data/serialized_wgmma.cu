@@ -1,7 +1,8 @@
 /* Test data for the library's compiler launcher (cmake/KtuneNoSerializedWgmma.cmake): two wgmma
  * accumulator sets taking a loop's iterations in turn, each set's sums read in the iteration after
  * the one that issued its multiplies (as qmatmul's fp8 tiles of 32 accumulators once did). ptxas
- * serializes the kernel's wgmma instructions and says so (C7514); the launcher fails the compile. */
+ * serializes the kernel's wgmma instructions and says so (C7514); the launcher fails the
+ * compile. */
 #include <stdint.h>
 
 #define D16(x) "+f"(x[0]), "+f"(x[1]), "+f"(x[2]), "+f"(x[3]), "+f"(x[4]), "+f"(x[5]), "+f"(x[6]), \
