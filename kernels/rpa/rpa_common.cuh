@@ -103,7 +103,7 @@ template <typename Kernel> int64_t resident_blocks(Kernel *kernel, int threads, 
     const cudaDeviceAttr count = cudaDevAttrMultiProcessorCount;
     if (cudaGetDevice(&device) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, count, device) != cudaSuccess ||
-        ktune_launch::set_attributes(kernel, (unsigned)threads, 1, smem) != cudaSuccess ||
+        ktune_launch::set_attributes(kernel, 1, smem) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) !=
             cudaSuccess) {
         cudaGetLastError();

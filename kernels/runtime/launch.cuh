@@ -3,7 +3,6 @@
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <atomic>
 
 namespace ktune_launch {
@@ -28,58 +27,16 @@ inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, dim3 cluster, siz
     return config;
 }
 
-/* The shared memory carveout of kernel's launches of `threads`-thread blocks with smem bytes of
- * dynamic shared memory: as much shared memory as the blocks an SM holds by its other limits
- * (threads, registers, blocks an SM) use, the rest of the unified L1 as cache. Left without a
- * preference, the driver picks the split for a kernel from what ran before it, and the same
- * kernel ran in different splits from one process to another: the README's "What a recorded time
- * means" has the measurements. */
+/* The function attributes a launch of kernel needs: the dynamic shared memory limit, and
+ * non-portable cluster sizes above 8. */
 template <typename... Params>
-cudaError_t set_carveout(void (*kernel)(Params...), unsigned threads, size_t smem)
-{
-    int device = 0, sm_smem = 0, sm_threads = 0, sm_regs = 0, sm_blocks = 0, reserved = 0;
-    cudaFuncAttributes fa;
-    cudaError_t e = cudaGetDevice(&device);
-    if (e == cudaSuccess)
-        e = cudaFuncGetAttributes(&fa, kernel);
-    if (e == cudaSuccess)
-        e = cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
-    if (e == cudaSuccess)
-        e = cudaDeviceGetAttribute(&sm_threads, cudaDevAttrMaxThreadsPerMultiProcessor, device);
-    if (e == cudaSuccess)
-        e = cudaDeviceGetAttribute(&sm_regs, cudaDevAttrMaxRegistersPerMultiprocessor, device);
-    if (e == cudaSuccess)
-        e = cudaDeviceGetAttribute(&sm_blocks, cudaDevAttrMaxBlocksPerMultiprocessor, device);
-    if (e == cudaSuccess)
-        e = cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device);
-    if (e != cudaSuccess || sm_smem <= 0)
-        return e;
-    const long warps = ((long)threads + 31) / 32;
-    const long regs_a_warp = ((long)fa.numRegs * 32 + 255) / 256 * 256; /* allocated a warp */
-    const long per_block = (long)fa.sharedSizeBytes + (long)smem + reserved;
-    long blocks = sm_blocks;
-    if (warps > 0)
-        blocks = std::min(blocks, (long)sm_threads / (32 * warps));
-    if (warps > 0 && regs_a_warp > 0)
-        blocks = std::min(blocks, (long)sm_regs / regs_a_warp / warps);
-    blocks = std::max(1L, std::min(blocks, (long)sm_smem / std::max(1L, per_block)));
-    const long percent = std::min(100L, (100 * blocks * per_block + sm_smem - 1) / sm_smem);
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                (int)percent);
-}
-
-/* The function attributes a launch of kernel in `threads`-thread blocks needs: the dynamic shared
- * memory limit, non-portable cluster sizes above 8, and the carveout (set_carveout). */
-template <typename... Params>
-cudaError_t set_attributes(void (*kernel)(Params...), unsigned threads, unsigned ctas, size_t smem)
+cudaError_t set_attributes(void (*kernel)(Params...), unsigned ctas, size_t smem)
 {
     cudaError_t e = cudaSuccess;
     if (smem > 0)
         e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess && ctas > 8)
         e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (e == cudaSuccess)
-        e = set_carveout(kernel, threads, smem);
     return e;
 }
 
@@ -91,7 +48,7 @@ cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluste
                    cudaStream_t s, Args... args)
 {
     const unsigned ctas = cluster.x * cluster.y * cluster.z;
-    cudaError_t e = set_attributes(kernel, block.x * block.y * block.z, ctas, smem);
+    cudaError_t e = set_attributes(kernel, ctas, smem);
     if (e != cudaSuccess)
         return e;
     cudaLaunchAttribute attr;
@@ -112,9 +69,7 @@ cudaError_t launch_with(cudaLaunchAttribute attr, void (*kernel)(Params...), dim
     cudaLaunchConfig_t config = launch_config(grid, block, dim3(1, 1, 1), 0, s, &cluster);
     config.attrs = &attr;
     config.numAttrs = 1;
-    cudaError_t e = set_carveout(kernel, block.x * block.y * block.z, 0);
-    if (e == cudaSuccess)
-        e = cudaLaunchKernelEx(&config, kernel, args...);
+    const cudaError_t e = cudaLaunchKernelEx(&config, kernel, args...);
     if (e != cudaSuccess)
         cudaGetLastError();
     return e;
@@ -155,7 +110,7 @@ cudaError_t resident_clusters(void (*kernel)(Params...), dim3 block, dim3 cluste
                               int *count)
 {
     const unsigned ctas = cluster.x * cluster.y * cluster.z;
-    cudaError_t e = set_attributes(kernel, block.x * block.y * block.z, ctas, smem);
+    cudaError_t e = set_attributes(kernel, ctas, smem);
     if (e != cudaSuccess)
         return e;
     if (ctas == 1) {
