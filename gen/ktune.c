@@ -78,7 +78,7 @@ typedef struct {
     int samples, screen_samples, top, gpu, shards, seed, patience, shard, shard_count, repeats;
     double min_sample_us, screen_min_sample_us, screen_cut, final_margin, warmup_us, config_timeout,
         threshold, shape_budget, run_budget;
-    int apply, verbose, force, retime, check, list, library_all, force_retune, untuned_form;
+    int apply, verbose, force, retime, check, list, library_all, force_retune, untuned_form, fresh;
     char command_line[2048];
 } options;
 
@@ -202,6 +202,10 @@ static const option_spec option_table[] = {
     OPT("--repeats", OPT_INT, repeats, 1, 100, "verify", "N",
         "times an entry that looks slower is measured again; it fails only\n"
         "when the slowdown holds every time (3)"),
+    OPT("--fresh", OPT_FLAG, fresh, 0, 0, "verify", "",
+        "measure every entry in fresh workers, not only the repeats of one\n"
+        "that looks slower: its time then does not follow the entries\n"
+        "measured before it (a worker start an entry)"),
     OPT("--against", OPT_TEXT, against, 0, 0, "verify", "X",
         "compare with X instead of the recorded times, interleaved on this\n"
         "GPU: a registry (a file, or a folder like generated/), another\n"
@@ -1430,6 +1434,7 @@ int main(int argc, char **argv)
         const ktune_verify_opts vo = {.timeout_s = o.config_timeout,
                                       .threshold = o.threshold / 100,
                                       .repeats = o.repeats,
+                                      .fresh = o.fresh,
                                       .seed = (unsigned)o.seed,
                                       .against = o.against,
                                       .source_dir = KTUNE_SOURCE_DIR,

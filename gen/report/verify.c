@@ -56,6 +56,8 @@ typedef struct {
     const int64_t *limits;   /* this device's (KTUNE_NLIMITS) */
     FILE *out;
     int slower, broken, suspects, agree, measured;
+    int restarts; /* fresh workers started after the first */
+    int used;     /* whether the workers have measured anything since they started */
     double worst;    /* the ratio farthest from 1 of a first measurement */
     double *spreads; /* the last 4096 spreads measured (a ring) */
     int nspreads;
@@ -271,6 +273,8 @@ static int restart_workers(verify_state *v, ktune_err *err)
         if (ktune_worker_start(ws[i], &opts, err))
             return -1;
     }
+    v->restarts++;
+    v->used = 0;
     return 0;
 }
 
@@ -290,6 +294,9 @@ static int verify_entry(verify_state *v, const ktune_entry *e, const ktune_regis
     }
     double reference_us = 0;
     const char *reference = reference_of(s, e, limits, &reference_us);
+    if (v->o->fresh && v->used && restart_workers(v, err))
+        return -1;
+    v->used = 1;
     comparison c;
     int rc = compare_once(v, e, reference, reference_us, other_config, 1, 1, &c, why, sizeof why,
                           err);
@@ -318,6 +325,7 @@ static int verify_entry(verify_state *v, const ktune_entry *e, const ktune_regis
             comparison again;
             if (restart_workers(v, err))
                 return -1;
+            v->used = 1;
             rc = compare_once(v, e, reference, reference_us, other_config, k % 2, 0, &again, why,
                               sizeof why, err);
             if (rc < 0)
@@ -493,11 +501,12 @@ int ktune_verify_run(const ktune_space *s, const char *registry_dir,
         max_spread = v.spreads[nsp - 1];
     }
     fprintf(out,
-            "ktune verify %s on %s%s%s (order seed %u): %d entries compared, %d slower by more "
+            "ktune verify %s on %s%s%s (order seed %u%s): %d entries compared, %d slower by more "
             "than %.1f%% beyond the noise (%d looked slower and were measured %d more times), "
-            "%d failed\n",
+            "%d failed; %d fresh worker starts\n",
             s->family, w.device.name, o->against ? " against " : "", o->against ? o->against : "",
-            seed, v.measured, v.slower, o->threshold * 100, v.suspects, o->repeats, v.broken);
+            seed, o->fresh ? ", every entry in fresh workers" : "", v.measured, v.slower,
+            o->threshold * 100, v.suspects, o->repeats, v.broken, v.restarts);
     fprintf(out,
             "ktune: %s vs now: %d of %d within %.0f%% (%.1f%%), the farthest %.3fx (%s); noise "
             "seen: median spread %.2f%%, largest %.2f%%\n",

@@ -15,6 +15,9 @@ typedef struct {
     double timeout_s; /* a request's, per config it names */
     double threshold; /* the slowdown (a fraction) that fails an entry */
     int repeats;      /* re-measurements of an entry that looks slower */
+    /* each entry's first measurement in fresh workers too (its repeats always are): what a
+     * kernel of a few microseconds measures then does not follow the entries measured before */
+    int fresh;
     unsigned seed;    /* the order the entries are measured in: shuffled by it (0: by the clock) */
     /* NULL: the recorded times. Else what this build is compared with, interleaved on this GPU:
      * a registry (a file, or a folder of generated/<device>/<family>.yaml), another build's
@@ -25,14 +28,15 @@ typedef struct {
     const char *build_dir;  /* where a revision's worker is built */
 } ktune_verify_opts;
 
-/* Re-measures every committed entry of the worker's device (verified first), each interleaved
- * with the configs of its final round that the table names (the family default, the runner-ups)
- * in one request, in a shuffled order; their median ratio to their records is the reference. An entry that looks slower than its
- * record by more than the threshold is measured again opts->repeats times; it fails only when
- * the slowdown holds in every repeat beyond the noise measured there. With opts->against, this
- * build's configs (or kernels) are compared with the other's instead, under the same rule.
- * Prints a line an entry and the noise seen. 0 pass, 1 regression, -1 error (err set), or
- * KTUNE_WORKER_NO_DEVICE. */
+/* Re-measures every committed entry of the worker's device (verified first), each interleaved with
+ * the configs of its final round that the table names (the family default, the runner-ups) in one
+ * request, in a shuffled order (each in fresh workers with opts->fresh); their median ratio to
+ * their records is the reference. An entry that looks slower than its record by more than the
+ * threshold is measured again opts->repeats times; it fails only when the slowdown holds in every
+ * repeat beyond the noise measured there. With opts->against, this build's configs (or kernels)
+ * are compared with the other's instead, under the same rule. Prints a line an entry and the noise
+ * seen. 0 pass, 1 regression, -1 error (err set), or KTUNE_WORKER_NO_DEVICE.
+ */
 int ktune_verify_run(const ktune_space *space, const char *registry_dir,
                      const ktune_worker_opts *worker, const ktune_verify_opts *opts, FILE *out,
                      ktune_err *err);

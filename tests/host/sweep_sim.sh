@@ -331,6 +331,25 @@ grep -q "n=64 .*good_tile4 .*SLOWER" "$work/v2.log" || bad "verify does not name
 KTUNE_SIM_BONUS=good_tile4:0.6 "$ktune" verify --space "$space" --worker "$worker" --registry-dir "$work/reg" --threshold 25 >/dev/null 2>&1 ||
   bad "verify failed within a 25% threshold"
 
+note "verify --fresh: an entry's time does not follow what its worker measured before"
+# good_tile4 20% slower in a worker that measured another key first: in one worker, the entries of
+# good_tile4 after the first look slower (measured again in fresh workers, they pass); with
+# --fresh every entry is first in its workers
+KTUNE_SIM_HISTORY=good_tile4:1.2 KTUNE_SIM_BONUS=good_tile4:0.5 "$ktune" verify --seed 7 \
+  --space "$space" --worker "$worker" --registry-dir "$work/reg" >"$work/v3.log" 2>&1 ||
+  bad "verify of entries slower only after another key failed: $(grep SLOWER "$work/v3.log")"
+cat "$work/v3.log"
+grep -q "good_tile4 .*ok (so is the reference, or not again)" "$work/v3.log" ||
+  bad "verify in one worker did not find a good_tile4 entry slower"
+grep -q "recorded vs now: 4 of 4 within" "$work/v3.log" && bad "verify in one worker: no entry differs"
+KTUNE_SIM_HISTORY=good_tile4:1.2 KTUNE_SIM_BONUS=good_tile4:0.5 "$ktune" verify --seed 7 --fresh \
+  --space "$space" --worker "$worker" --registry-dir "$work/reg" >"$work/v4.log" 2>&1 ||
+  bad "verify --fresh failed"
+cat "$work/v4.log"
+grep -q "every entry in fresh workers): 4 entries compared, 0 slower .*(0 looked slower.*; 3 fresh worker starts" \
+  "$work/v4.log" || bad "verify --fresh: not 4 entries in 4 workers, none slower"
+grep -q "recorded vs now: 4 of 4 within 3%" "$work/v4.log" || bad "verify --fresh: an entry differs"
+
 note "apply: a kept entry takes a faster time of its config, never a slower one"
 # the same winners, twice as fast (run f, three times slower, changed nothing above)
 KTUNE_SIM_SCALE=0.5 KTUNE_SIM_BONUS=good_tile4:0.5 sweep "$work/h" >/dev/null 2>&1 || bad "sweep h"

@@ -11,6 +11,8 @@
  * Environment: KTUNE_SIM_DELAY_MS (sleep before each answer), KTUNE_SIM_BONUS=<config>:<factor>
  * (scales one config's time), KTUNE_SIM_SCALE=<factor> (scales every time),
  * KTUNE_SIM_FINAL_SCALE=<factor> (scales the times M answers: the final round's, told apart),
+ * KTUNE_SIM_HISTORY=<config>:<factor> (scales one config's times M answers once this process has
+ * answered a request of another key: a time that follows what the process measured before),
  * KTUNE_SIM_NO_DEVICE=1 (behaves like a host without a GPU). */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -49,6 +51,16 @@ static double sim_time(const char *config, long long n)
             us *= atof(colon + 1);
     }
     return us;
+}
+
+/* The factor of KTUNE_SIM_HISTORY for config, in a process with a history (1 without). */
+static double history_factor(const char *config, int history)
+{
+    const char *spec = getenv("KTUNE_SIM_HISTORY"), *colon = spec ? strchr(spec, ':') : NULL;
+    if (!history || !colon || (size_t)(colon - spec) != strlen(config) ||
+        strncmp(spec, config, strlen(config)) != 0)
+        return 1;
+    return atof(colon + 1);
 }
 
 /* Config's outcome on n; crashes and hangs as the config says. */
@@ -112,6 +124,8 @@ int main(int argc, char **argv)
     }
     long delay = getenv("KTUNE_SIM_DELAY_MS") ? atol(getenv("KTUNE_SIM_DELAY_MS")) : 0;
     double timed_s = 0; /* what 7 samples of each ok trial would have taken */
+    long long first_n = -1; /* the key of the first request */
+    int history = 0;        /* a request of another key came after it */
     ktune_hello hello = {"ktune simulated GPU", 132, 90, 1024, 232448, 52428800, 1,
                          "13.0", "13.0", ""};
     snprintf(hello.uuid, sizeof hello.uuid, "GPU-00000000-0000-0000-0000-%012d",
@@ -134,6 +148,11 @@ int main(int argc, char **argv)
         if (delay)
             sleep_ms(delay);
         const long long n = r.key[0];
+        if (r.kind != KTUNE_REQUEST_STATS) { /* the requests that name a key */
+            if (first_n < 0)
+                first_n = n;
+            history |= n != first_n;
+        }
         a.id = r.id;
         a.status = KTUNE_TRIAL_OK;
         a.n = r.nconfigs;
@@ -152,8 +171,10 @@ int main(int argc, char **argv)
             const char *scale = getenv("KTUNE_SIM_FINAL_SCALE");
             for (int i = 0; i < r.nconfigs; i++)
                 a.entries[i] = (ktune_answer_entry){
-                    KTUNE_TRIAL_OK, sim_time(r.configs[i], n) * (scale ? atof(scale) : 1.0), 0.001,
-                    7};
+                    KTUNE_TRIAL_OK,
+                    sim_time(r.configs[i], n) * (scale ? atof(scale) : 1.0) *
+                        history_factor(r.configs[i], history),
+                    0.001, 7};
             break;
         }
         case KTUNE_REQUEST_BENCH:
