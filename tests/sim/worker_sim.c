@@ -30,6 +30,17 @@ static void sleep_ms(long ms)
     nanosleep(&t, NULL);
 }
 
+/* The factor an environment variable of the form <config>:<factor> gives config (1: another's,
+ * or none). */
+static double config_factor(const char *variable, const char *config)
+{
+    const char *spec = getenv(variable), *colon = spec ? strchr(spec, ':') : NULL;
+    if (!colon || (size_t)(colon - spec) != strlen(config) ||
+        strncmp(spec, config, strlen(config)) != 0)
+        return 1;
+    return atof(colon + 1);
+}
+
 /* Time of config for n, or a negative number for a config that is not "good". */
 static double sim_time(const char *config, long long n)
 {
@@ -43,24 +54,7 @@ static double sim_time(const char *config, long long n)
         return -1;
     if (getenv("KTUNE_SIM_SCALE"))
         us *= atof(getenv("KTUNE_SIM_SCALE"));
-    const char *bonus = getenv("KTUNE_SIM_BONUS");
-    if (bonus) {
-        const char *colon = strchr(bonus, ':');
-        if (colon && (size_t)(colon - bonus) == strlen(config) &&
-            strncmp(bonus, config, strlen(config)) == 0)
-            us *= atof(colon + 1);
-    }
-    return us;
-}
-
-/* The factor of KTUNE_SIM_HISTORY for config, in a process with a history (1 without). */
-static double history_factor(const char *config, int history)
-{
-    const char *spec = getenv("KTUNE_SIM_HISTORY"), *colon = spec ? strchr(spec, ':') : NULL;
-    if (!history || !colon || (size_t)(colon - spec) != strlen(config) ||
-        strncmp(spec, config, strlen(config)) != 0)
-        return 1;
-    return atof(colon + 1);
+    return us * config_factor("KTUNE_SIM_BONUS", config);
 }
 
 /* Config's outcome on n; crashes and hangs as the config says. */
@@ -173,7 +167,7 @@ int main(int argc, char **argv)
                 a.entries[i] = (ktune_answer_entry){
                     KTUNE_TRIAL_OK,
                     sim_time(r.configs[i], n) * (scale ? atof(scale) : 1.0) *
-                        history_factor(r.configs[i], history),
+                        (history ? config_factor("KTUNE_SIM_HISTORY", r.configs[i]) : 1.0),
                     0.001, 7};
             break;
         }
