@@ -57,7 +57,6 @@ typedef struct {
     FILE *out;
     int slower, broken, suspects, agree, measured;
     int restarts; /* fresh workers started after the first */
-    int used;     /* whether the workers have measured anything since they started */
     double worst;    /* the ratio farthest from 1 of a first measurement */
     double *spreads; /* the last 4096 spreads measured (a ring) */
     int nspreads;
@@ -274,7 +273,6 @@ static int restart_workers(verify_state *v, ktune_err *err)
             return -1;
     }
     v->restarts++;
-    v->used = 0;
     return 0;
 }
 
@@ -294,9 +292,9 @@ static int verify_entry(verify_state *v, const ktune_entry *e, const ktune_regis
     }
     double reference_us = 0;
     const char *reference = reference_of(s, e, limits, &reference_us);
-    if (v->o->fresh && v->used && restart_workers(v, err))
+    /* --fresh: every entry after the first measured one in fresh workers */
+    if (v->o->fresh && v->measured + v->broken > 0 && restart_workers(v, err))
         return -1;
-    v->used = 1;
     comparison c;
     int rc = compare_once(v, e, reference, reference_us, other_config, 1, 1, &c, why, sizeof why,
                           err);
@@ -325,7 +323,6 @@ static int verify_entry(verify_state *v, const ktune_entry *e, const ktune_regis
             comparison again;
             if (restart_workers(v, err))
                 return -1;
-            v->used = 1;
             rc = compare_once(v, e, reference, reference_us, other_config, k % 2, 0, &again, why,
                               sizeof why, err);
             if (rc < 0)
