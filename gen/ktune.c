@@ -203,9 +203,9 @@ static const option_spec option_table[] = {
         "times an entry that looks slower is measured again; it fails only\n"
         "when the slowdown holds every time (3)"),
     OPT("--fresh", OPT_FLAG, fresh, 0, 0, "verify", "",
-        "measure every entry in fresh workers, not only the repeats of one\n"
-        "that looks slower: its time then does not follow the entries\n"
-        "measured before it (a worker start an entry)"),
+        "measure every entry alone (with its reference, in a worker started\n"
+        "for it), not only those below 10 us, which the sweep recorded so:\n"
+        "its time then does not follow the entries measured before it"),
     OPT("--against", OPT_TEXT, against, 0, 0, "verify", "X",
         "compare with X instead of the recorded times, interleaved on this\n"
         "GPU: a registry (a file, or a folder like generated/), another\n"

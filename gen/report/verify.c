@@ -56,7 +56,8 @@ typedef struct {
     const int64_t *limits;   /* this device's (KTUNE_NLIMITS) */
     FILE *out;
     int slower, broken, suspects, agree, measured;
-    int restarts; /* fresh workers started after the first */
+    int alone;    /* entries measured alone (ktune_worker_measure_alone) */
+    int restarts; /* workers started after the first: fresh ones, and the alone measurements' */
     double worst;    /* the ratio farthest from 1 of a first measurement */
     double *spreads; /* the last 4096 spreads measured (a ring) */
     int nspreads;
@@ -135,6 +136,39 @@ static int measure(verify_state *v, ktune_worker *w, const int64_t *key, const c
     return 0;
 }
 
+/* measure() alone (ktune_worker_measure_alone): in a worker started for it. */
+static int measure_alone(verify_state *v, const int64_t *key, const char *const *configs, int n,
+                         double *us, double *spread, char *why, size_t size, ktune_err *err)
+{
+    static ktune_answer a;
+    ktune_reply_kind kind;
+    double start_s = 0;
+    if (ktune_worker_measure_alone(&v->w->opts, v->s->nkey, key, configs, n,
+                                   v->o->timeout_s * (n + 1), &a, &kind, &start_s, err))
+        return -1;
+    v->restarts++;
+    if (a.status != KTUNE_TRIAL_OK) {
+        snprintf(why, size, "%s %.900s", ktune_trial_status_names[a.status], a.detail);
+        return 1;
+    }
+    for (int i = 0; i < n; i++)
+        if (a.entries[i].status != KTUNE_TRIAL_OK) { /* the worker's T says why */
+            static ktune_answer one;
+            if (ktune_worker_trial(v->w, v->s->nkey, key, configs[i], v->o->timeout_s, &one,
+                                   &kind, err))
+                return -1;
+            snprintf(why, size, "%.100s: %s %.800s", configs[i],
+                     ktune_trial_status_names[a.entries[i].status], one.detail);
+            return 1;
+        }
+    for (int i = 0; i < n; i++) {
+        us[i] = a.entries[i].median_us;
+        spread[i] = a.entries[i].spread;
+        v->spreads[v->nspreads++ % 4096] = spread[i];
+    }
+    return 0;
+}
+
 /* The median of x[0..n) (reordered). */
 static double median(double *x, int n)
 {
@@ -147,12 +181,13 @@ static double median(double *x, int n)
     return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
 }
 
-/* One comparison of entry e. Against the record: e's config with its reference; against a
- * registry: e's config with the other registry's for the key (other_config); against a worker:
- * e's config in each build, one after the other (first: which goes first). */
+/* One comparison of entry e. Against the record: e's config with its reference (alone: the two
+ * measured alone, as the sweep recorded a key of a few microseconds); against a registry: e's
+ * config with the other registry's for the key (other_config); against a worker: e's config in
+ * each build, one after the other (first: which goes first). */
 static int compare_once(verify_state *v, const ktune_entry *e, const char *reference,
                         double reference_us, const char *other_config, int first, int check,
-                        comparison *c, char *why, size_t size, ktune_err *err)
+                        int alone, comparison *c, char *why, size_t size, ktune_err *err)
 {
     double us[2] = {0, 0}, sp[2] = {0, 0};
     const char *configs[2] = {e->config, NULL};
@@ -184,7 +219,8 @@ static int compare_once(verify_state *v, const ktune_entry *e, const char *refer
     }
     /* against the record: the entry with the configs of its final round that the table names
      * (the default, the runner-ups), as the round interleaved them; their ratios to their own
-     * records, by their median, are the reference */
+     * records, by their median, are the reference. Alone: the entry and its first reference only,
+     * the two the sweep's final round timed alone */
     const char *names[KTUNE_RUNNER_UPS + 2];
     double recorded[KTUNE_RUNNER_UPS + 2], now[KTUNE_RUNNER_UPS + 2], spread[KTUNE_RUNNER_UPS + 2];
     int n = 0;
@@ -194,7 +230,7 @@ static int compare_once(verify_state *v, const ktune_entry *e, const char *refer
         names[n] = reference;
         recorded[n++] = reference_us;
     }
-    for (int r = 0; r < e->nrunner_ups && n < KTUNE_RUNNER_UPS + 2; r++) {
+    for (int r = 0; !alone && r < e->nrunner_ups && n < KTUNE_RUNNER_UPS + 2; r++) {
         int seen = !runner_up_usable(v->s, e, r, v->limits);
         for (int q = 0; q < n; q++)
             seen |= strcmp(names[q], e->runner_ups[r].config) == 0;
@@ -210,7 +246,8 @@ static int compare_once(verify_state *v, const ktune_entry *e, const char *refer
         recorded[0] = recorded[n - 1];
         recorded[n - 1] = t;
     }
-    rc = measure(v, v->w, e->key, names, n, check, now, spread, why, size, err);
+    rc = alone ? measure_alone(v, e->key, names, n, now, spread, why, size, err)
+               : measure(v, v->w, e->key, names, n, check, now, spread, why, size, err);
     if (rc)
         return rc;
     const int mine = first ? 0 : n - 1;
@@ -292,28 +329,33 @@ static int verify_entry(verify_state *v, const ktune_entry *e, const ktune_regis
     }
     double reference_us = 0;
     const char *reference = reference_of(s, e, limits, &reference_us);
-    /* --fresh: every entry after the first measured one in fresh workers */
-    if (v->o->fresh && v->measured + v->broken > 0 && restart_workers(v, err))
+    /* measured alone against the record: an entry of a few microseconds, as the sweep recorded
+     * it, and with --fresh every entry; against another build or registry, --fresh starts fresh
+     * workers for every entry after the first instead */
+    const int against = v->other || other_config;
+    const int alone = !against && (v->o->fresh || e->us < KTUNE_ALONE_BELOW_US);
+    if (against && v->o->fresh && v->measured + v->broken > 0 && restart_workers(v, err))
         return -1;
     comparison c;
-    int rc = compare_once(v, e, reference, reference_us, other_config, 1, 1, &c, why, sizeof why,
-                          err);
+    int rc = compare_once(v, e, reference, reference_us, other_config, 1, 1, alone, &c, why,
+                          sizeof why, err);
     if (rc < 0)
         return -1;
     if (rc > 0)
         return report_failed(v, key, e, why);
     v->measured++;
+    v->alone += alone;
     const double first = slowdown(&c);
     v->agree += fabs(first - 1) <= KTUNE_AGREE;
     if (fabs(first - 1) > fabs(v->worst - 1)) {
         v->worst = first;
         snprintf(v->worst_key, sizeof v->worst_key, "%s", key);
     }
-    /* an entry that looks slower: measured again, each time in fresh workers, the order
-     * alternating; it fails only when the slowdown holds beyond the noise every time, also
-     * relative to the reference. Fresh workers: a kernel of a few microseconds can run in one of
-     * two launch contexts a measurement apart, and a worker process keeps the one its history
-     * gave it (the README's "What a recorded time means") */
+    /* an entry that looks slower: measured again, each time in fresh workers (alone: as the first
+     * time), the order alternating; it fails only when the slowdown holds beyond the noise every
+     * time, also relative to the reference. Fresh workers: a kernel of a few microseconds can run
+     * in one of two launch contexts a measurement apart, and a worker process keeps the one its
+     * history gave it (the README's "What a recorded time means") */
     const double limit = 1 + v->o->threshold;
     int holds = slower_beyond_noise(&c, limit);
     double least = held_slowdown(&c), most_noise = noise(&c);
@@ -321,10 +363,10 @@ static int verify_entry(verify_state *v, const ktune_entry *e, const ktune_regis
         v->suspects++;
         for (int k = 0; k < v->o->repeats && holds; k++) {
             comparison again;
-            if (restart_workers(v, err))
+            if (!alone && restart_workers(v, err))
                 return -1;
-            rc = compare_once(v, e, reference, reference_us, other_config, k % 2, 0, &again, why,
-                              sizeof why, err);
+            rc = compare_once(v, e, reference, reference_us, other_config, k % 2, 0, alone, &again,
+                              why, sizeof why, err);
             if (rc < 0)
                 return -1;
             if (rc > 0)
@@ -498,12 +540,14 @@ int ktune_verify_run(const ktune_space *s, const char *registry_dir,
         max_spread = v.spreads[nsp - 1];
     }
     fprintf(out,
-            "ktune verify %s on %s%s%s (order seed %u%s): %d entries compared, %d slower by more "
-            "than %.1f%% beyond the noise (%d looked slower and were measured %d more times), "
-            "%d failed; %d fresh worker starts\n",
+            "ktune verify %s on %s%s%s (order seed %u%s): %d entries compared (%d alone), %d "
+            "slower by more than %.1f%% beyond the noise (%d looked slower and were measured %d "
+            "more times), %d failed; %d fresh worker starts\n",
             s->family, w.device.name, o->against ? " against " : "", o->against ? o->against : "",
-            seed, o->fresh ? ", every entry in fresh workers" : "", v.measured, v.slower,
-            o->threshold * 100, v.suspects, o->repeats, v.broken, v.restarts);
+            seed, o->fresh ? (o->against ? ", every entry in fresh workers" : ", every entry alone")
+                           : "",
+            v.measured, v.alone, v.slower, o->threshold * 100, v.suspects, o->repeats, v.broken,
+            v.restarts);
     fprintf(out,
             "ktune: %s vs now: %d of %d within %.0f%% (%.1f%%), the farthest %.3fx (%s); noise "
             "seen: median spread %.2f%%, largest %.2f%%\n",

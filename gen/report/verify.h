@@ -15,8 +15,8 @@ typedef struct {
     double timeout_s; /* a request's, per config it names */
     double threshold; /* the slowdown (a fraction) that fails an entry */
     int repeats;      /* re-measurements of an entry that looks slower */
-    /* each entry's first measurement in fresh workers too (its repeats always are): what a
-     * kernel of a few microseconds measures then does not follow the entries measured before */
+    /* every entry measured alone (ktune_worker_measure_alone), not only those recorded below
+     * KTUNE_ALONE_BELOW_US; against another build or registry: fresh workers for every entry */
     int fresh;
     unsigned seed;    /* the order the entries are measured in: shuffled by it (0: by the clock) */
     /* NULL: the recorded times. Else what this build is compared with, interleaved on this GPU:
@@ -30,7 +30,8 @@ typedef struct {
 
 /* Re-measures every committed entry of the worker's device (verified first), each interleaved with
  * the configs of its final round that the table names (the family default, the runner-ups) in one
- * request, in a shuffled order (each in fresh workers with opts->fresh); their median ratio to
+ * request, in a shuffled order (an entry recorded below KTUNE_ALONE_BELOW_US, or every one with
+ * opts->fresh: with its first reference only, alone, as the sweep recorded it); their median ratio to
  * their records is the reference. An entry that looks slower than its record by more than the
  * threshold is measured again opts->repeats times; it fails only when the slowdown holds in every
  * repeat beyond the noise measured there. With opts->against, this build's configs (or kernels)

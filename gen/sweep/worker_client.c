@@ -98,6 +98,7 @@ static int spawn(ktune_worker *w, ktune_err *err)
     snprintf(cut, sizeof cut, "%g", w->opts.screen_cut);
     snprintf(warm_us, sizeof warm_us, "%g", w->opts.warmup_us);
     snprintf(dev, sizeof dev, "%d", w->opts.device);
+    const char *loading = w->opts.lazy_modules ? "lazy" : "eager";
     pid_t pid = fork();
     if (pid < 0)
         return ktune_fail(err, "fork: %s", strerror(errno));
@@ -116,7 +117,7 @@ static int spawn(ktune_worker *w, ktune_err *err)
         setpgid(0, 0); /* a Ctrl-C reaches the parent, which stops the worker itself */
         execl(w->opts.program, w->opts.program, "--samples", samples, "--min-sample-us", min_us,
               "--screen-samples", screen, "--screen-min-sample-us", screen_us, "--screen-cut", cut,
-              "--warmup-us", warm_us, "--device", dev, (char *)NULL);
+              "--warmup-us", warm_us, "--device", dev, "--module-loading", loading, (char *)NULL);
         fprintf(stderr, "ktune: cannot run %s: %s\n", w->opts.program, strerror(errno));
         _exit(127);
     }
@@ -319,4 +320,51 @@ void ktune_worker_stop(ktune_worker *w)
         nanosleep(&t, NULL);
     }
     reap(w, 1, how, sizeof how);
+}
+
+int ktune_worker_measure_alone(const ktune_worker_opts *opts, int nkey, const int64_t *key,
+                               const char *const *configs, int n, double timeout_s,
+                               ktune_answer *a, ktune_reply_kind *kind, double *start_s,
+                               ktune_err *err)
+{
+    if (n < 1 || n > KTUNE_PROTOCOL_MAX_CONFIGS)
+        return ktune_fail(err, "an alone measurement of %d configs", n);
+    /* the request's order: by name (insertion sort of at most a protocol line's configs) */
+    int order[KTUNE_PROTOCOL_MAX_CONFIGS];
+    const char *names[KTUNE_PROTOCOL_MAX_CONFIGS];
+    for (int i = 0; i < n; i++) {
+        int j = i;
+        for (; j > 0 && strcmp(configs[order[j - 1]], configs[i]) > 0; j--)
+            order[j] = order[j - 1];
+        order[j] = i;
+    }
+    for (int i = 0; i < n; i++)
+        names[i] = configs[order[i]];
+    ktune_worker_opts mine = *opts;
+    mine.lazy_modules = 1;
+    mine.screen_samples = 1; /* the screen is a check; the times come from the interleave */
+    mine.screen_min_sample_us = 1;
+    mine.screen_cut = 0;
+    ktune_worker w;
+    static ktune_answer got; /* large: not on the stack */
+    int rc = ktune_worker_start(&w, &mine, err);
+    if (rc)
+        return -1;
+    *start_s += w.start_s;
+    rc = ktune_worker_screen_post(&w, nkey, key, 0, names, NULL, n, err);
+    if (rc == 0) {
+        ktune_worker_collect(&w, timeout_s, &got, kind);
+        int checked = *kind == KTUNE_REPLY_OK && got.status == KTUNE_TRIAL_OK;
+        for (int i = 0; i < n && checked; i++)
+            checked = got.entries[i].status == KTUNE_TRIAL_OK;
+        if (checked)
+            rc = ktune_worker_interleave(&w, nkey, key, names, n, timeout_s, &got, kind, err);
+    }
+    ktune_worker_stop(&w);
+    if (rc)
+        return -1;
+    *a = got;
+    for (int i = 0; i < n; i++)
+        a->entries[order[i]] = got.entries[i];
+    return 0;
 }

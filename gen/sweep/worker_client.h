@@ -21,6 +21,7 @@ typedef struct {
     double warmup_us;
     int device;
     const char *log_path; /* the worker's stderr is appended here; NULL: inherit */
+    int lazy_modules; /* load each kernel at its first launch, not every candidate at start */
 } ktune_worker_opts;
 
 typedef struct {
@@ -84,5 +85,23 @@ int ktune_worker_bench(ktune_worker *w, int nkey, const int64_t *key, const char
 int ktune_worker_stats(ktune_worker *w, double timeout_s, ktune_answer *a, ktune_reply_kind *kind,
                        ktune_err *err);
 void ktune_worker_stop(ktune_worker *w);
+
+/* Keys whose fastest config runs below this many microseconds are measured alone (below), by the
+ * sweep's final round and by verify. */
+#define KTUNE_ALONE_BELOW_US 10.0
+
+/* A key's configs measured alone: in a worker started for this request only (with opts, loading
+ * only the kernels it launches), which checks them (a screen of one sample each) and then times
+ * them interleaved, both in the order of their names whatever the caller's, and stops. A kernel of
+ * a few microseconds runs in one of two launch contexts about 0.4 us apart, which a long-lived
+ * worker's history picks; a worker that measured nothing before gives the same request the same
+ * contexts in every process (README: What a recorded time means). a->entries follow configs; a
+ * config the check finds wrong or failing leaves a->status OK and its entry's status not, and
+ * nothing timed. *kind as ktune_worker_call's; the worker's start is added to *start_s. -1 (err
+ * set) when the worker does not start or the request cannot be sent. */
+int ktune_worker_measure_alone(const ktune_worker_opts *opts, int nkey, const int64_t *key,
+                               const char *const *configs, int n, double timeout_s,
+                               ktune_answer *a, ktune_reply_kind *kind, double *start_s,
+                               ktune_err *err);
 
 #endif

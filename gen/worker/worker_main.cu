@@ -159,6 +159,7 @@ int usage(const char *argv0)
     fprintf(stderr,
             "usage: %s [--samples N] [--min-sample-us U] [--screen-samples N]\n"
             "          [--screen-min-sample-us U] [--screen-cut F] [--warmup-us U] [--device D]\n"
+            "          [--module-loading eager|lazy]\n"
             "Started by ktune sweep, bench and verify; requests on stdin, answers on stdout.\n",
             argv0);
     return 1;
@@ -281,12 +282,17 @@ int main(int argc, char **argv)
             opt.warmup_us = atof(argv[++i]);
         else if (strcmp(argv[i], "--device") == 0)
             opt.device = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--module-loading") == 0 &&
+                 (strcmp(argv[i + 1], "lazy") == 0 || strcmp(argv[i + 1], "eager") == 0))
+            opt.lazy_modules = strcmp(argv[++i], "lazy") == 0;
         else
             return usage(argv[0]);
     }
     /* every candidate's code loaded at start: a kernel's first launch, the check's, which times
-     * the probe, must not carry the loading of its module */
-    setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+     * the probe, must not carry the loading of its module. A worker started for one alone
+     * measurement loads what it launches (a start several times shorter): its first request is
+     * the check, whose launches carry the loading, and the interleaved round probes again */
+    setenv("CUDA_MODULE_LOADING", opt.lazy_modules ? "LAZY" : "EAGER", 1);
     cudaDeviceProp p;
     cudaError_t e = cudaSetDevice(opt.device);
     if (e == cudaSuccess)

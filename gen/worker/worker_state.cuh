@@ -31,6 +31,7 @@ struct settings {
     double screen_cut = 0; /* > 0: a screened config whose first sample takes more than this
                               times the fastest first sample stops at that sample */
     int device = 0;
+    bool lazy_modules = false; /* each kernel loaded at its first launch (an alone measurement) */
 };
 
 struct measurement {
