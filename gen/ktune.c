@@ -829,21 +829,41 @@ static int cmd_gen(const options *o, const ktune_space *s)
     char **headers = calloc((size_t)count + 1, sizeof *headers);
     int *all = malloc(sizeof *all * (size_t)s->nconfigs);
     char *used = calloc((size_t)s->nconfigs, 1);
+    /* the combinations of instantiated values each config is compiled for in the library: those
+     * of the rows that name it, every one for a default (or with --library-all) */
+    uint64_t *combos = calloc((size_t)s->nconfigs + 1, sizeof *combos);
     int nlib = 0;
     if (ktune_mkdirs(o->out, &err))
         goto fail;
     for (int i = 0; i < s->nconfigs; i++)
         all[i] = i;
-    for (int i = 0; i < s->nconfigs; i++)
+    for (int i = 0; i < s->nconfigs; i++) {
         used[i] = (char)o->library_all;
-    for (int i = 0; i < s->ndefaults; i++)
+        combos[i] = o->library_all ? ~0ULL : 0;
+    }
+    for (int i = 0; i < s->ndefaults; i++) {
         used[s->defaults[i]] = 1;
+        combos[s->defaults[i]] = ~0ULL;
+    }
     for (int i = 0; i < count; i++) {
         for (int e = 0; e < regs[i].nentries; e++) {
             const ktune_entry *en = &regs[i].entries[e];
-            used[ktune_space_find_config(s, en->config)] = 1;
-            for (int j = 0; j < en->nrunner_ups && j < KTUNE_ADAPT_RUNNER_UPS; j++)
-                used[ktune_space_find_config(s, en->runner_ups[j].config)] = 1;
+            const int combo = ktune_space_combo(s, en->key);
+            if (combo < 0) {
+                char key[256];
+                ktune_space_key_format(s, en->key, key, sizeof key);
+                ktune_fail(&err, "%s: %s: a value the space does not instantiate", r.paths[i],
+                           key);
+                goto fail;
+            }
+            const int c = ktune_space_find_config(s, en->config);
+            used[c] = 1;
+            combos[c] |= 1ULL << combo;
+            for (int j = 0; j < en->nrunner_ups && j < KTUNE_ADAPT_RUNNER_UPS; j++) {
+                const int ru = ktune_space_find_config(s, en->runner_ups[j].config);
+                used[ru] = 1;
+                combos[ru] |= 1ULL << combo;
+            }
         }
         char label[4096];
         registry_label(r.paths[i], label, sizeof label);
@@ -854,11 +874,14 @@ static int cmd_gen(const options *o, const ktune_space *s)
         headers[i][strlen(headers[i]) - 3] = '\0';
     }
     int *lib = malloc(sizeof *lib * (size_t)(s->nconfigs ? s->nconfigs : 1));
+    uint64_t *lib_combos = malloc(sizeof *lib_combos * (size_t)(s->nconfigs ? s->nconfigs : 1));
     int *position = malloc(sizeof *position * (size_t)(s->nconfigs ? s->nconfigs : 1));
     for (int i = 0; i < s->nconfigs; i++) {
         position[i] = used[i] ? nlib : -1; /* the library's instance index of config i */
-        if (used[i])
+        if (used[i]) {
+            lib_combos[nlib] = combos[i];
             lib[nlib++] = i;
+        }
     }
     int **instances = calloc((size_t)count + 1, sizeof *instances);
     int **runners = calloc((size_t)count + 1, sizeof *runners);
@@ -877,9 +900,10 @@ static int cmd_gen(const options *o, const ktune_space *s)
         }
     }
     int bad = ktune_emit_space(s, &tools, o->out, &err) ||
-              ktune_emit_instances(s, "candidates", all, s->nconfigs, o->shards, &tools, o->out,
+              ktune_emit_instances(s, "candidates", all, NULL, s->nconfigs, o->shards, &tools,
+                                   o->out, &err) ||
+              ktune_emit_instances(s, "library", lib, lib_combos, nlib, o->shards, &tools, o->out,
                                    &err) ||
-              ktune_emit_instances(s, "library", lib, nlib, o->shards, &tools, o->out, &err) ||
               ktune_emit_table_index(s, regs, (const char *const *)headers,
                                      (const int *const *)instances, (const int *const *)runners,
                                      count, &tools, o->out, &err);
@@ -891,6 +915,7 @@ static int cmd_gen(const options *o, const ktune_space *s)
     free(runners);
     free(position);
     free(lib);
+    free(lib_combos);
     if (bad)
         goto fail;
     rc = 0;
@@ -902,6 +927,7 @@ fail:
     free(headers);
     free(all);
     free(used);
+    free(combos);
     registries_free(&r);
     return rc;
 }

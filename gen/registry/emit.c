@@ -183,6 +183,30 @@ int ktune_emit_space(const ktune_space *s, const ktune_emit_tools *tools, const 
         ktune_buf_free(&cond);
     }
     ktune_buf_printf(&d, "]])\n");
+    /* the instantiated dimensions: each value's name in upper case (a dtype's, or the number)
+     * and what it adds to a combination's number */
+    ktune_buf_printf(&d, "m4_define([[kt4_combos]], [[");
+    int stride = ktune_space_ncombos(s);
+    for (int i = 0; i < s->ninstantiated; i++) {
+        const ktune_space_instantiated *in = &s->instantiated[i];
+        const ktune_space_dim *dim = &s->key[in->dim];
+        char dim_upper[KTUNE_NAME_MAX + 1];
+        upper_into(dim->name, dim_upper, sizeof dim_upper);
+        stride /= in->nvalues;
+        ktune_buf_printf(&d, "kt4_combo_dim([[%s]], [[%d]], [[", dim_upper, in->dim);
+        for (int j = 0; j < in->nvalues; j++) {
+            char value[32], value_upper[32];
+            if (dim->kind == KTUNE_DIM_DTYPE)
+                snprintf(value, sizeof value, "%s", ktune_dtype_name(in->values[j]));
+            else
+                snprintf(value, sizeof value, "%lld", (long long)in->values[j]);
+            upper_into(value, value_upper, sizeof value_upper);
+            ktune_buf_printf(&d, "kt4_combo_value([[%s]], [[%s]], [[%lldLL]], [[%d]])", dim_upper,
+                             value_upper, (long long)in->values[j], j * stride);
+        }
+        ktune_buf_printf(&d, "]])");
+    }
+    ktune_buf_printf(&d, "]])\n");
     char path[4096];
     snprintf(path, sizeof path, "%s/%s_space.h", out_dir, s->family);
     int rc = emit_file(tools, &d, "space.h.m4", path, err);
@@ -190,10 +214,12 @@ int ktune_emit_space(const ktune_space *s, const ktune_emit_tools *tools, const 
     return rc;
 }
 
-int ktune_emit_instances(const ktune_space *s, const char *set, const int *configs, int count,
-                         int shards, const ktune_emit_tools *tools, const char *out_dir,
-                         ktune_err *err)
+int ktune_emit_instances(const ktune_space *s, const char *set, const int *configs,
+                         const uint64_t *combos, int count, int shards,
+                         const ktune_emit_tools *tools, const char *out_dir, ktune_err *err)
 {
+    const int ncombos = ktune_space_ncombos(s);
+    const uint64_t every = ncombos >= 64 ? ~0ULL : (1ULL << ncombos) - 1;
     if (!ktune_is_identifier(set, 32))
         return ktune_fail(err, "--set: '%s' is not an identifier", set);
     if (shards < 1 || shards > 64)
@@ -220,8 +246,9 @@ int ktune_emit_instances(const ktune_space *s, const char *set, const int *confi
             ktune_buf values = {0};
             for (int p = 0; p < v->nparams; p++)
                 ktune_buf_printf(&values, "%s%lld", p ? ", " : "", (long long)c->params[p]);
-            ktune_buf_printf(&d, "kt4_config([[%s]], [[%s]], [[%s]])", c->name, upper,
-                             values.data);
+            ktune_buf_printf(&d, "kt4_config([[%s]], [[%s]], [[%s]], [[0x%llxULL]])", c->name,
+                             upper, values.data,
+                             (unsigned long long)(combos ? combos[i] & every : every));
             ktune_buf_free(&values);
         }
         ktune_buf_printf(&d, "]])\n");

@@ -13,10 +13,12 @@ typedef struct {
 int ktune_emit_space(const ktune_space *space, const ktune_emit_tools *tools, const char *out_dir,
                      ktune_err *err);
 /* <out_dir>/<family>_<set>_<i>.cu for i < shards (the kernels of the configs, spread over the
- * shards) and <out_dir>/<family>_<set>.cu (the instance table). configs: indices into space. */
-int ktune_emit_instances(const ktune_space *space, const char *set, const int *configs, int count,
-                         int shards, const ktune_emit_tools *tools, const char *out_dir,
-                         ktune_err *err);
+ * shards) and <out_dir>/<family>_<set>.cu (the instance table). configs: indices into space;
+ * combos: each one's combinations of instantiated values to compile (ktune_space_combo's bits;
+ * NULL: every one). */
+int ktune_emit_instances(const ktune_space *space, const char *set, const int *configs,
+                         const uint64_t *combos, int count, int shards,
+                         const ktune_emit_tools *tools, const char *out_dir, ktune_err *err);
 /* The table header of one registry, as text. */
 int ktune_emit_table(const ktune_space *space, const ktune_registry *reg, const char *source,
                      const ktune_emit_tools *tools, ktune_buf *out, ktune_err *err);

@@ -135,6 +135,83 @@ static int load_key(const char *file, const ktune_node *n, ktune_space *s, ktune
     return 0;
 }
 
+/* instantiate: {dim: [values], ...}: key dimensions and the values the kernels are compiled for,
+ * KTUNE_COMBOS_MAX combinations at most. */
+static int load_instantiate(const char *file, const ktune_node *n, ktune_space *s, ktune_err *err)
+{
+    if (ktune_expect(file, n, KTUNE_NODE_MAP, "instantiate", err))
+        return -1;
+    int64_t combos = 1;
+    for (int i = 0; i < n->count; i++) {
+        const ktune_node *name = n->keys[i], *list = n->items[i];
+        int dim = -1;
+        for (int d = 0; d < s->nkey; d++)
+            if (strcmp(s->key[d].name, name->value) == 0)
+                dim = d;
+        if (dim < 0)
+            return ktune_fail_at(err, file, name->line, name->col,
+                                 "instantiate: '%s' is not a key dimension", name->value);
+        for (int j = 0; j < s->ninstantiated; j++)
+            if (s->instantiated[j].dim == dim)
+                return ktune_fail_at(err, file, name->line, name->col,
+                                     "instantiate: '%s' is named twice", name->value);
+        if (ktune_expect_list(file, list, "instantiated values", err))
+            return -1;
+        combos *= list->count; /* a list has one value at least */
+        if (combos > KTUNE_COMBOS_MAX)
+            return ktune_fail_at(err, file, list->line, list->col,
+                                 "instantiate: more than %d combinations of values (%lld)",
+                                 KTUNE_COMBOS_MAX, (long long)combos);
+        ktune_space_instantiated *in = &s->instantiated[s->ninstantiated++];
+        in->dim = dim;
+        for (int j = 0; j < list->count; j++) {
+            const ktune_node *v = list->items[j];
+            int64_t value;
+            if (s->key[dim].kind == KTUNE_DIM_DTYPE) {
+                if (ktune_expect(file, v, KTUNE_NODE_SCALAR, "a dtype", err))
+                    return -1;
+                if (!ktune_dtype_parse(v->value, &value))
+                    return ktune_fail_at(err, file, v->line, v->col,
+                                         "'%s' is not a dtype (%s)", v->value,
+                                         ktune__dtype_names());
+            } else if (ktune_expect_int(file, v, "an instantiated value", 0, KTUNE_PARAM_MAX,
+                                        &value, err)) {
+                return -1;
+            }
+            for (int k = 0; k < in->nvalues; k++)
+                if (in->values[k] == value)
+                    return ktune_fail_at(err, file, v->line, v->col,
+                                         "instantiate: '%s' is listed twice", v->value);
+            in->values[in->nvalues++] = value;
+        }
+    }
+    return 0;
+}
+
+int ktune_space_ncombos(const ktune_space *s)
+{
+    int n = 1;
+    for (int i = 0; i < s->ninstantiated; i++)
+        n *= s->instantiated[i].nvalues;
+    return n;
+}
+
+int ktune_space_combo(const ktune_space *s, const int64_t *key)
+{
+    int c = 0;
+    for (int i = 0; i < s->ninstantiated; i++) {
+        const ktune_space_instantiated *in = &s->instantiated[i];
+        int at = -1;
+        for (int j = 0; j < in->nvalues && at < 0; j++)
+            if (in->values[j] == key[in->dim])
+                at = j;
+        if (at < 0)
+            return -1;
+        c = c * in->nvalues + at;
+    }
+    return c;
+}
+
 static int load_variant(const char *file, const ktune_node *vname, const ktune_node *n,
                         ktune_space *s, ktune_space_variant *v, ktune_err *err)
 {
@@ -353,8 +430,8 @@ int ktune_space_load(const char *path, ktune_space *s, ktune_err *err)
 int ktune_space_load_with(const char *path, const ktune_space_opts *o, ktune_space *s,
                           ktune_err *err)
 {
-    static const char *const allowed[] = {"family", "doc", "key", "variants", "defaults",
-                                          "shapes", NULL};
+    static const char *const allowed[] = {"family", "doc", "key", "instantiate", "variants",
+                                          "defaults", "shapes", NULL};
     static const char *const required[] = {"family", "key", "variants", "defaults", "shapes",
                                            NULL};
     memset(s, 0, sizeof *s);
@@ -374,6 +451,9 @@ int ktune_space_load_with(const char *path, const ktune_space_opts *o, ktune_spa
     if (doc && ktune_expect(path, doc, KTUNE_NODE_SCALAR, "doc", err))
         goto cleanup;
     if (load_key(path, ktune_map_get(root, "key"), s, err))
+        goto cleanup;
+    const ktune_node *instantiate = ktune_map_get(root, "instantiate");
+    if (instantiate && load_instantiate(path, instantiate, s, err))
         goto cleanup;
     const ktune_node *variants = ktune_map_get(root, "variants");
     if (ktune_expect(path, variants, KTUNE_NODE_MAP, "variants", err))

@@ -47,6 +47,18 @@ typedef struct {
     int64_t key[KTUNE_MAX_KEY];
 } ktune_space_shape;
 
+/* The combinations of instantiated key values a space may have (a bit each in an instance's
+ * combos, ktune_table.h). */
+#define KTUNE_COMBOS_MAX 64
+
+/* A key dimension the kernels are instantiated over (the space's `instantiate`): its values, in
+ * the order that numbers the combinations. */
+typedef struct {
+    int dim;
+    int64_t values[KTUNE_COMBOS_MAX];
+    int nvalues;
+} ktune_space_instantiated;
+
 typedef struct {
     char path[1024];
     char family[KTUNE_NAME_MAX + 1];
@@ -60,6 +72,10 @@ typedef struct {
     int ndefaults;
     ktune_space_shape *shapes; /* sorted by key, unique */
     int nshapes;
+    /* the key dimensions a config's kernels are compiled for value by value, in order (the first
+     * the most significant digit of a combination's number); none: one combination */
+    ktune_space_instantiated instantiated[KTUNE_MAX_KEY];
+    int ninstantiated;
 } ktune_space;
 
 int ktune_space_load(const char *path, ktune_space *space, ktune_err *err);
@@ -97,6 +113,10 @@ int ktune_space_find_config(const ktune_space *space, const char *name);
  * (KTUNE_NLIMITS values). */
 int ktune_space_valid(const ktune_space *space, const ktune_space_config *config,
                       const int64_t *key, const int64_t *limits);
+/* The number of combinations of instantiated values (1 where nothing is instantiated), and the
+ * combination of key's values, -1 where one is not instantiated. */
+int ktune_space_ncombos(const ktune_space *space);
+int ktune_space_combo(const ktune_space *space, const int64_t *key);
 /* The first default valid for key, or -1. */
 int ktune_space_default_for(const ktune_space *space, const int64_t *key, const int64_t *limits);
 

@@ -82,26 +82,6 @@ __device__ __forceinline__ void mma_16832(float (&d)[4], const uint32_t (&a)[4],
 #endif
 }
 
-/* Runs Launcher::run<Q, O> for the quantized type and the epilogue's output type. */
-template <typename Launcher>
-cudaError_t dispatch(const void *a, const void *w, void *c, int64_t m, int64_t n, int64_t k,
-                     int qdtype, const ktune_qmatmul_epilogue *ep, cudaStream_t s)
-{
-    if (m < 1 || n < 1 || k < 1 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || k % 16 != 0 ||
-        !ep || !ep->a_scale || !ep->w_scale)
-        return cudaErrorInvalidValue;
-    const bool bf16 = ep->out_dtype == KTUNE_BF16;
-    if (!bf16 && ep->out_dtype != KTUNE_F16)
-        return cudaErrorInvalidValue;
-    if (qdtype == KTUNE_INT8)
-        return bf16 ? Launcher::template run<int8_t, __nv_bfloat16>(a, w, c, m, n, k, *ep, s)
-                    : Launcher::template run<int8_t, __half>(a, w, c, m, n, k, *ep, s);
-    if (qdtype == KTUNE_FP8_E4M3)
-        return bf16 ? Launcher::template run<__nv_fp8_e4m3, __nv_bfloat16>(a, w, c, m, n, k, *ep, s)
-                    : Launcher::template run<__nv_fp8_e4m3, __half>(a, w, c, m, n, k, *ep, s);
-    return cudaErrorInvalidValue;
-}
-
 /* Whether the current device runs fp8 tensor-core instructions (compute capability 8.9 on). */
 inline bool device_has_fp8()
 {

@@ -90,7 +90,7 @@ static adapt_key *state_of(const ktune_family *f, const int64_t *key, const ktun
             int known = i < 0;
             for (int c = 0; c < k->ncand && !known; c++)
                 known = k->cand[c] == i;
-            if (!known && f->valid(f->instances[i].variant, f->instances[i].params, key, dev))
+            if (!known && ktune__instance_valid(f, i, key, dev))
                 k->cand[k->ncand++] = i;
         }
     }

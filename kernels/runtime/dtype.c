@@ -36,10 +36,10 @@ int ktune_dtype_parse(const char *name, int64_t *dtype)
 
 const char *ktune__dtype_names(void)
 {
-    static const char names[] =
-#define KTUNE_DTYPE_TEXT(NAME, name, bits, kind) #name ", "
+    static const char names[] = /* ", " before each name; the first one's skipped */
+#define KTUNE_DTYPE_TEXT(NAME, name, bits, kind) ", " #name
         KTUNE_DTYPE_MAP(KTUNE_DTYPE_TEXT)
 #undef KTUNE_DTYPE_TEXT
         ;
-    return names;
+    return names + 2;
 }

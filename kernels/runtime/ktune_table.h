@@ -67,6 +67,9 @@ typedef struct {
     int variant;
     int64_t params[KTUNE_MAX_PARAMS];
     ktune_launch_fn launch; /* family-specific signature */
+    /* the combinations of the family's instantiated key values (ktune_family.combo) it is
+     * compiled for: bit c for combination c */
+    uint64_t combos;
 } ktune_instance;
 
 typedef enum { KTUNE_DIM_INT = 0, KTUNE_DIM_DTYPE = 1 } ktune_dim_kind;
@@ -96,6 +99,10 @@ typedef struct {
     /* for each table, the sweep's times of those runner-ups, us (0: none); NULL: none (an
      * untuned key's neighbours then vote with their answers alone) */
     const float *const *table_runner_us;
+    /* the combination of a key's values in the dimensions the kernels are instantiated over (a
+     * space's `instantiate`), the bit of an instance's combos that says it is compiled for them;
+     * -1 where a value is not instantiated. NULL: every instance serves every key */
+    int (*combo)(const int64_t *key);
 } ktune_family;
 
 /* The runner-ups a table row keeps for online adaptation (KTUNE_ADAPT). */

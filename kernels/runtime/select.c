@@ -150,10 +150,20 @@ int ktune__instance_find(const ktune_family *f, const char *name)
     return -1;
 }
 
-static int instance_valid(const ktune_family *f, int i, const int64_t *key, const ktune_device *dev)
+/* Whether instance i's kernels are compiled for key's values in the instantiated dimensions. */
+static int instance_compiled(const ktune_family *f, int i, const int64_t *key)
+{
+    if (!f->combo)
+        return 1;
+    const int c = f->combo(key);
+    return c >= 0 && c < 64 && ((f->instances[i].combos >> c) & 1);
+}
+
+int ktune__instance_valid(const ktune_family *f, int i, const int64_t *key,
+                          const ktune_device *dev)
 {
     const ktune_instance *in = &f->instances[i];
-    return f->valid(in->variant, in->params, key, dev);
+    return instance_compiled(f, i, key) && f->valid(in->variant, in->params, key, dev);
 }
 
 /* The index of the device's table in f->tables, or -1. */
@@ -255,7 +265,7 @@ static void vote_row_fill(const ktune_family *f, int ti, int r, const int64_t *k
         const int at = r * KTUNE_ADAPT_RUNNER_UPS + j;
         const int i = j < 0 ? f->table_instances[ti][r] : runners && runner_us ? runners[at] : -1;
         const double us = j < 0 ? v->answer_us : i >= 0 ? runner_us[at] : 0;
-        if (i < 0 || !(us > 0) || !instance_valid(f, i, key, dev)) {
+        if (i < 0 || !(us > 0) || !ktune__instance_valid(f, i, key, dev)) {
             if (j < 0)
                 return;
             continue;
@@ -326,7 +336,7 @@ static int exact_row(const ktune_family *f, int ti, const int64_t *key, const kt
 {
     const int *idx = f->table_instances[ti];
     const int r = row_find(f, f->tables[ti], key);
-    return r >= 0 && idx[r] >= 0 && instance_valid(f, idx[r], key, dev) ? r : -1;
+    return r >= 0 && idx[r] >= 0 && ktune__instance_valid(f, idx[r], key, dev) ? r : -1;
 }
 
 /* The nearest row of table ti (log distance, the same dtypes) whose config is compiled in and
@@ -341,7 +351,7 @@ static int nearest_row(const ktune_family *f, int ti, const int64_t *key, const 
         if (idx[i] < 0)
             continue;
         double d = key_distance(f, key, t->rows[i].key);
-        if (d < best_dist && instance_valid(f, idx[i], key, dev)) {
+        if (d < best_dist && ktune__instance_valid(f, idx[i], key, dev)) {
             best = i;
             best_dist = d;
         }
@@ -415,9 +425,12 @@ static ktune_status select_locked(const ktune_family *f, const int64_t *key,
 
     if (forced_config(f, forced, sizeof forced)) {
         int i = ktune__instance_find(f, forced);
-        if (i < 0 || !instance_valid(f, i, key, dev)) {
+        if (i < 0 || !ktune__instance_valid(f, i, key, dev)) {
             snprintf(c->why, sizeof c->why, "%s %s: KTUNE_FORCE names %.120s, which is %s", f->name,
-                     keytext, forced, i < 0 ? "not compiled in" : "invalid for this key");
+                     keytext, forced,
+                     i < 0                               ? "not compiled in"
+                     : !instance_compiled(f, i, key) ? "not compiled for this key's values"
+                                                         : "invalid for this key");
             return KTUNE_ERROR_FORCED_CONFIG;
         }
         *instance = i;
@@ -462,7 +475,7 @@ static ktune_status select_locked(const ktune_family *f, const int64_t *key,
     }
     for (int d = 0; d < f->ndefaults; d++) {
         int i = ktune__instance_find(f, f->defaults[d]);
-        if (i >= 0 && instance_valid(f, i, key, dev)) {
+        if (i >= 0 && ktune__instance_valid(f, i, key, dev)) {
             *instance = i;
             c->reason = KTUNE_REASON_DEFAULT;
             c->config = f->instances[i].name;

@@ -30,6 +30,10 @@ int ktune__select_nearest(const ktune_family *family, const int64_t *key,
 
 /* Index of the instance named name, or -1. */
 int ktune__instance_find(const ktune_family *family, const char *name);
+/* Whether instance i serves key on dev: compiled for the key's instantiated values
+ * (ktune_family.combo), and its variant's constraints hold. */
+int ktune__instance_valid(const ktune_family *family, int i, const int64_t *key,
+                          const ktune_device *dev);
 
 /* Parses "name=value ..." (spaces or commas between) into key; -1 when a name is unknown,
  * repeated or missing, or a value is not a dtype's name or a positive decimal integer. */

@@ -1200,19 +1200,4 @@ template <int THREADS, int UNROLL, int PER_SM> struct split_launcher {
     }
 };
 
-template <typename Launcher>
-cudaError_t dispatch(const void *x, void *y, int64_t rows, int64_t cols, int dtype, cudaStream_t s)
-{
-    switch (dtype) {
-    case KTUNE_F32:
-        return Launcher::template run<float>(x, y, rows, cols, s);
-    case KTUNE_F16:
-        return Launcher::template run<__half>(x, y, rows, cols, s);
-    case KTUNE_BF16:
-        return Launcher::template run<__nv_bfloat16>(x, y, rows, cols, s);
-    default:
-        return cudaErrorInvalidValue;
-    }
-}
-
 } // namespace ktune_softmax_impl

@@ -1,6 +1,6 @@
 /* What the wqmatmul kernels share: the packed weight as the kernels address it (KTUNE_QWEIGHT_K32,
- * include/ktune/wqmatmul.h), a unit's loads and its dequantization into 16-bit pairs, and the
- * launchers' dispatch on the activations' dtype and the bit width.
+ * include/ktune/wqmatmul.h), a unit's loads and its dequantization into 16-bit pairs (the
+ * launchers' dispatch on the activations' dtype and the bit width: wqmatmul_instance.cuh).
  *
  * A lane dequantizes a whole unit (32 consecutive k of one row) into 16 registers, pair p holding
  * values 2p and 2p + 1: the kernels give a lane the same 32 k of the activations, so that a
@@ -398,34 +398,6 @@ __device__ __forceinline__ void dequant_quarter(const uint32_t (&q)[B], uint32_t
             out[j] = mul_pair<T>(field_value<T>(biased, at, z2), s2);
         }
     }
-}
-
-/* Runs Launcher::run<T, B> for the activations' dtype and the weight's bits. */
-template <typename Launcher>
-cudaError_t dispatch(const void *a, const ktune_qweight *w, void *c, int64_t m, int64_t n, int64_t k,
-                     int dtype, cudaStream_t s)
-{
-    if (m < 1 || n < 1 || k < 1 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || !w ||
-        w->layout != KTUNE_QWEIGHT_K32 || !weight_takes(k, w->bits, w->group) ||
-        (uintptr_t)a % 16 != 0 || (uintptr_t)w->packed % 16 != 0 || (uintptr_t)c % 2 != 0 ||
-        (uintptr_t)w->scales % 2 != 0)
-        return cudaErrorInvalidValue;
-    const bool f16 = dtype == KTUNE_F16;
-    if (!f16 && dtype != KTUNE_BF16)
-        return cudaErrorInvalidValue;
-#define KTUNE_WQ_BITS(b)                                                                           \
-    case b:                                                                                        \
-        return f16 ? Launcher::template run<__half, b>(a, *w, c, m, n, k, s)                       \
-                   : Launcher::template run<__nv_bfloat16, b>(a, *w, c, m, n, k, s);
-    switch (w->bits) {
-        KTUNE_WQ_BITS(2)
-        KTUNE_WQ_BITS(3)
-        KTUNE_WQ_BITS(4)
-        KTUNE_WQ_BITS(8)
-    default:
-        return cudaErrorInvalidValue;
-    }
-#undef KTUNE_WQ_BITS
 }
 
 } // namespace ktune_wqmatmul_impl

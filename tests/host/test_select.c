@@ -65,6 +65,12 @@ static const ktune_family voting = {"voting", 2, key_names, key_kinds, voter_tab
                                     voter_table_instances, voters, 2, voter_defaults, 1,
                                     voter_valid, voter_runner_instances, voter_runner_times};
 
+/* Combinations of instantiated values: f16 0, bf16 1, any other dtype none. */
+static int dtype_combo(const int64_t *k)
+{
+    return k[0] == KTUNE_F16 ? 0 : k[0] == KTUNE_BF16 ? 1 : -1;
+}
+
 static const char *pick_voted(const ktune_device *d, int64_t n, ktune_reason *reason)
 {
     const int64_t key[KTUNE_MAX_KEY] = {KTUNE_F16, n};
@@ -186,6 +192,29 @@ int main(void)
     int di = -1;
     CHECK(ktune__select(&f16_only, k5000, &a, &di, &dc) == KTUNE_OK && di == 2 &&
           dc.reason == KTUNE_REASON_DEFAULT);
+
+    /* instantiated dtypes (a space's instantiate): v_tile2 compiled for bf16 only, f32 not
+     * instantiated at all. f16 64's row names v_tile2, which no longer serves it: not the exact
+     * answer; bf16 64 still gets its row's w_any; f32 is served by nothing, forced or not */
+    static const ktune_instance bf16_tile2[] = {
+        {"v_tile1", 0, {1}, NULL, 3}, {"v_tile2", 0, {2}, NULL, 2}, {"w_any", 1, {0}, NULL, 3}};
+    ktune_family partial = fam;
+    partial.instances = bf16_tile2;
+    partial.combo = dtype_combo;
+    const int64_t f16_64[KTUNE_MAX_KEY] = {KTUNE_F16, 64}, bf16_64[KTUNE_MAX_KEY] = {KTUNE_BF16, 64},
+                  f32_64[KTUNE_MAX_KEY] = {KTUNE_F32, 64};
+    ktune__select_reset();
+    CHECK(ktune__select(&partial, f16_64, &a, &di, &dc) == KTUNE_OK && di != 1 &&
+          dc.reason != KTUNE_REASON_EXACT);
+    CHECK(ktune__select(&partial, bf16_64, &a, &di, &dc) == KTUNE_OK && di == 2 &&
+          dc.reason == KTUNE_REASON_EXACT);
+    CHECK(ktune__select(&partial, f32_64, &a, &di, &dc) == KTUNE_ERROR_NO_CONFIG);
+    setenv("KTUNE_FORCE", "fam=v_tile2", 1);
+    ktune__select_reset();
+    CHECK(ktune__select(&partial, f16_64, &a, &di, &dc) == KTUNE_ERROR_FORCED_CONFIG &&
+          strstr(dc.why, "not compiled for this key's values"));
+    CHECK(ktune__select(&partial, bf16_64, &a, &di, &dc) == KTUNE_OK && di == 1);
+    unsetenv("KTUNE_FORCE");
 
     /* the vote: n = 120 is nearest 100, where a won by 10%; 200 and 400, near too, measured b
      * 30% ahead: b scores (0.79 log 1.1) / 1.73 = 0.04 against a's (0.57 + 0.37) log 1.3 / 1.73

@@ -97,6 +97,26 @@ int main(int argc, char **argv)
         small += s.configs[c].variant == KTUNE_WQMATMUL_VARIANT_WGMMA &&
                  ktune__wqmatmul_valid(s.configs[c].variant, s.configs[c].params, key, &devices[0]);
     CHECK(small == 0);
+    /* instantiate: dtype x bits, the generated combo agreeing with the loader's on every shape,
+     * the values' numbers (KTUNE_WQMATMUL_COMBO_*) adding up to it, a bit width not instantiated
+     * none */
+    CHECK(ktune_space_ncombos(&s) == 8);
+    int combos_agree = 0;
+    for (int i = 0; i < s.nshapes; i++) {
+        const int64_t *k = s.shapes[i].key;
+        const int c = ktune__wqmatmul_combo(k);
+        const int by_value =
+            (k[0] == KTUNE_F16 ? KTUNE_WQMATMUL_COMBO_DTYPE_F16 : KTUNE_WQMATMUL_COMBO_DTYPE_BF16) +
+            (k[1] == 2   ? KTUNE_WQMATMUL_COMBO_BITS_2
+             : k[1] == 3 ? KTUNE_WQMATMUL_COMBO_BITS_3
+             : k[1] == 4 ? KTUNE_WQMATMUL_COMBO_BITS_4
+                         : KTUNE_WQMATMUL_COMBO_BITS_8);
+        combos_agree += c >= 0 && c < 8 && c == ktune_space_combo(&s, k) && c == by_value;
+    }
+    CHECK(s.nshapes > 0 && combos_agree == s.nshapes);
+    CHECK(ktune_space_key_parse(&s, "dtype=bf16 bits=5 group=128 m=16 n=8192 k=8192", key, &err) ==
+          0);
+    CHECK(ktune__wqmatmul_combo(key) == -1 && ktune_space_combo(&s, key) == -1);
     printf("%ld (config, shape, device) validity checks agree; wgmma valid %ld times on the H100 "
            "with sm_90a code (%ld checked against its rules and its shared memory), large %ld\n",
            agree, wgmma_h100, checked, large_h100);
