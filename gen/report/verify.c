@@ -92,6 +92,41 @@ static const char *reference_of(const ktune_space *s, const ktune_entry *e, cons
     return NULL;
 }
 
+/* Whether answer a for configs (n of them) says one failed: 1 with why saying how (a config's
+ * reason from the worker's T request), 0 when none did, -1 on an error. */
+static int answer_failed(verify_state *v, ktune_worker *w, const int64_t *key,
+                         const char *const *configs, int n, const ktune_answer *a, char *why,
+                         size_t size, ktune_err *err)
+{
+    if (a->status != KTUNE_TRIAL_OK) {
+        snprintf(why, size, "%s %.900s", ktune_trial_status_names[a->status], a->detail);
+        return 1;
+    }
+    for (int i = 0; i < n; i++)
+        if (a->entries[i].status != KTUNE_TRIAL_OK) {
+            static ktune_answer one;
+            ktune_reply_kind kind;
+            if (ktune_worker_trial(w, v->s->nkey, key, configs[i], v->o->timeout_s, &one, &kind,
+                                   err))
+                return -1;
+            snprintf(why, size, "%.100s: %s %.800s", configs[i],
+                     ktune_trial_status_names[a->entries[i].status], one.detail);
+            return 1;
+        }
+    return 0;
+}
+
+/* The times of answer a (n configs) into us and spread, and its spreads into the ring. */
+static void answer_times(verify_state *v, const ktune_answer *a, int n, double *us,
+                         double *spread)
+{
+    for (int i = 0; i < n; i++) {
+        us[i] = a->entries[i].median_us;
+        spread[i] = a->entries[i].spread;
+        v->spreads[v->nspreads++ % 4096] = spread[i];
+    }
+}
+
 /* Checks then times configs (n of them) of key interleaved in w; us and spread per config.
  * 0, 1 when the worker found a config wrong, failed or could not measure (why says so), -1 on an
  * error. */
@@ -105,38 +140,22 @@ static int measure(verify_state *v, ktune_worker *w, const int64_t *key, const c
         if (ktune_worker_screen_post(w, v->s->nkey, key, 0, configs, NULL, n, err))
             return -1;
         ktune_worker_collect(w, v->o->timeout_s * n, &a, &kind);
-        for (int i = 0; i < n && a.status == KTUNE_TRIAL_OK; i++)
-            if (a.entries[i].status != KTUNE_TRIAL_OK) {
-                /* the worker's T says why */
-                static ktune_answer one;
-                if (ktune_worker_trial(w, v->s->nkey, key, configs[i], v->o->timeout_s, &one,
-                                       &kind, err))
-                    return -1;
-                snprintf(why, size, "%.100s: %s %.800s", configs[i],
-                         ktune_trial_status_names[a.entries[i].status], one.detail);
-                return 1;
-            }
-        if (a.status != KTUNE_TRIAL_OK) {
-            snprintf(why, size, "%s %.900s", ktune_trial_status_names[a.status], a.detail);
-            return 1;
-        }
+        const int failed = answer_failed(v, w, key, configs, n, &a, why, size, err);
+        if (failed)
+            return failed;
     }
     if (ktune_worker_interleave(w, v->s->nkey, key, configs, n, v->o->timeout_s * n, &a, &kind,
                                 err))
         return -1;
-    if (a.status != KTUNE_TRIAL_OK) {
-        snprintf(why, size, "%s %.900s", ktune_trial_status_names[a.status], a.detail);
-        return 1;
-    }
-    for (int i = 0; i < n; i++) {
-        us[i] = a.entries[i].median_us;
-        spread[i] = a.entries[i].spread;
-        v->spreads[v->nspreads++ % 4096] = spread[i];
-    }
+    const int failed = answer_failed(v, w, key, configs, n, &a, why, size, err);
+    if (failed)
+        return failed;
+    answer_times(v, &a, n, us, spread);
     return 0;
 }
 
-/* measure() alone (ktune_worker_measure_alone): in a worker started for it. */
+/* measure() alone (ktune_worker_measure_alone): in a worker started for it; a failed config's
+ * reason comes from v's worker. */
 static int measure_alone(verify_state *v, const int64_t *key, const char *const *configs, int n,
                          double *us, double *spread, char *why, size_t size, ktune_err *err)
 {
@@ -147,25 +166,10 @@ static int measure_alone(verify_state *v, const int64_t *key, const char *const 
                                    v->o->timeout_s * (n + 1), &a, &kind, &start_s, err))
         return -1;
     v->restarts++;
-    if (a.status != KTUNE_TRIAL_OK) {
-        snprintf(why, size, "%s %.900s", ktune_trial_status_names[a.status], a.detail);
-        return 1;
-    }
-    for (int i = 0; i < n; i++)
-        if (a.entries[i].status != KTUNE_TRIAL_OK) { /* the worker's T says why */
-            static ktune_answer one;
-            if (ktune_worker_trial(v->w, v->s->nkey, key, configs[i], v->o->timeout_s, &one,
-                                   &kind, err))
-                return -1;
-            snprintf(why, size, "%.100s: %s %.800s", configs[i],
-                     ktune_trial_status_names[a.entries[i].status], one.detail);
-            return 1;
-        }
-    for (int i = 0; i < n; i++) {
-        us[i] = a.entries[i].median_us;
-        spread[i] = a.entries[i].spread;
-        v->spreads[v->nspreads++ % 4096] = spread[i];
-    }
+    const int failed = answer_failed(v, v->w, key, configs, n, &a, why, size, err);
+    if (failed)
+        return failed;
+    answer_times(v, &a, n, us, spread);
     return 0;
 }
 

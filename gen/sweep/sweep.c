@@ -99,10 +99,14 @@ static int final_round(const ktune_sweep_opts *o, ktune_worker *w, const int64_t
         const int nnames = partner > 0 ? 2 : 1;
         ktune_answer a;
         ktune_reply_kind kind;
+        ktune_err why;
         if (ktune_worker_measure_alone(&w->opts, s->nkey, key, names, nnames,
                                        o->config_timeout_s * (nnames + 1), &a, &kind, &w->start_s,
-                                       err))
-            return -1;
+                                       &why)) {
+            fprintf(stderr, "ktune: %s: not timed alone (%s): its times are the round's\n",
+                    keytext, why.msg);
+            kind = KTUNE_REPLY_CRASHED;
+        }
         if (kind == KTUNE_REPLY_INTERRUPTED) {
             *interrupted = 1;
             return 0;
