@@ -322,6 +322,21 @@ void ktune_worker_stop(ktune_worker *w)
     reap(w, 1, how, sizeof how);
 }
 
+/* A worker for one alone request: opts with lazy loading and a screen that only checks. */
+static int start_alone(const ktune_worker_opts *opts, ktune_worker *w, double *start_s,
+                       ktune_err *err)
+{
+    ktune_worker_opts mine = *opts;
+    mine.lazy_modules = 1;
+    mine.screen_samples = 1; /* the screen is a check; the times come from the interleave */
+    mine.screen_min_sample_us = 1;
+    mine.screen_cut = 0;
+    if (ktune_worker_start(w, &mine, err))
+        return -1;
+    *start_s += w->start_s;
+    return 0;
+}
+
 int ktune_worker_measure_alone(const ktune_worker_opts *opts, int nkey, const int64_t *key,
                                const char *const *configs, int n, double timeout_s,
                                ktune_answer *a, ktune_reply_kind *kind, double *start_s,
@@ -340,18 +355,11 @@ int ktune_worker_measure_alone(const ktune_worker_opts *opts, int nkey, const in
     }
     for (int i = 0; i < n; i++)
         names[i] = configs[order[i]];
-    ktune_worker_opts mine = *opts;
-    mine.lazy_modules = 1;
-    mine.screen_samples = 1; /* the screen is a check; the times come from the interleave */
-    mine.screen_min_sample_us = 1;
-    mine.screen_cut = 0;
     ktune_worker w;
     static ktune_answer got; /* large: not on the stack */
-    int rc = ktune_worker_start(&w, &mine, err);
-    if (rc)
+    if (start_alone(opts, &w, start_s, err))
         return -1;
-    *start_s += w.start_s;
-    rc = ktune_worker_screen_post(&w, nkey, key, 0, names, NULL, n, err);
+    int rc = ktune_worker_screen_post(&w, nkey, key, 0, names, NULL, n, err);
     if (rc == 0) {
         ktune_worker_collect(&w, timeout_s, &got, kind);
         int checked = *kind == KTUNE_REPLY_OK && got.status == KTUNE_TRIAL_OK;
@@ -367,4 +375,17 @@ int ktune_worker_measure_alone(const ktune_worker_opts *opts, int nkey, const in
     for (int i = 0; i < n; i++)
         a->entries[order[i]] = got.entries[i];
     return 0;
+}
+
+int ktune_worker_bench_alone(const ktune_worker_opts *opts, int nkey, const int64_t *key,
+                             const char *tuned, const char *def, double timeout_s,
+                             ktune_answer *a, ktune_reply_kind *kind, double *start_s,
+                             ktune_err *err)
+{
+    ktune_worker w;
+    if (start_alone(opts, &w, start_s, err))
+        return -1;
+    const int rc = ktune_worker_bench(&w, nkey, key, tuned, def, timeout_s, a, kind, err);
+    ktune_worker_stop(&w);
+    return rc;
 }

@@ -87,7 +87,7 @@ int ktune_worker_stats(ktune_worker *w, double timeout_s, ktune_answer *a, ktune
 void ktune_worker_stop(ktune_worker *w);
 
 /* Keys whose fastest config runs below this many microseconds are measured alone (below), by the
- * sweep's final round and by verify. */
+ * sweep's final round, by verify and by bench. */
 #define KTUNE_ALONE_BELOW_US 10.0
 
 /* A key's configs measured alone: in a worker started for this request only (with opts, loading
@@ -103,5 +103,12 @@ int ktune_worker_measure_alone(const ktune_worker_opts *opts, int nkey, const in
                                const char *const *configs, int n, double timeout_s,
                                ktune_answer *a, ktune_reply_kind *kind, double *start_s,
                                ktune_err *err);
+
+/* ktune_worker_bench in a worker started for it alone, as ktune_worker_measure_alone's: the bench
+ * of a key of a few microseconds, timed in the launch context its record was. */
+int ktune_worker_bench_alone(const ktune_worker_opts *opts, int nkey, const int64_t *key,
+                             const char *tuned, const char *def, double timeout_s,
+                             ktune_answer *a, ktune_reply_kind *kind, double *start_s,
+                             ktune_err *err);
 
 #endif

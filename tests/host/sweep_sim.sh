@@ -365,6 +365,13 @@ KTUNE_SIM_SCALE=0.4 KTUNE_SIM_HISTORY=good_tile8:1.2 "$ktune" verify --seed 3 --
 cat "$work/v5.log"
 grep -q "4 entries compared (2 alone), 0 slower" "$work/v5.log" || bad "verify: not 2 of 4 alone"
 grep -q "recorded vs now: 4 of 4 within 3%" "$work/v5.log" || bad "verify: an entry recorded alone differs"
+# bench: n=64's row (after n=8's in the bench's worker) benched alone too: its record's 8 us
+KTUNE_SIM_SCALE=0.4 KTUNE_SIM_HISTORY=good_tile8:1.2 "$ktune" bench --space "$space" \
+  --worker "$worker" --registry-dir "$work/reg-al" --out "$work/bench-al.csv" >"$work/bench-al.log" 2>&1 ||
+  bad "bench of reg-al failed"
+grep -q "4 shapes (2 alone)" "$work/bench-al.log" || bad "bench: not 2 of 4 rows alone"
+grep -q '^sim,-,64,good_tile8,8.0000,' "$work/bench-al.csv" ||
+  bad "bench: n=64 not benched alone: $(grep "^sim,-,64," "$work/bench-al.csv")"
 
 note "apply: a kept entry takes a faster time of its config, never a slower one"
 # the same winners, twice as fast (run f, three times slower, changed nothing above)

@@ -11,8 +11,9 @@
  * Environment: KTUNE_SIM_DELAY_MS (sleep before each answer), KTUNE_SIM_BONUS=<config>:<factor>
  * (scales one config's time), KTUNE_SIM_SCALE=<factor> (scales every time),
  * KTUNE_SIM_FINAL_SCALE=<factor> (scales the times M answers: the final round's, told apart),
- * KTUNE_SIM_HISTORY=<config>:<factor> (scales one config's times M answers once this process has
- * answered a request of another key: a time that follows what the process measured before),
+ * KTUNE_SIM_HISTORY=<config>:<factor> (scales one config's times M and B answers (as the tuned
+ * one) once this process has answered a request of another key: a time that follows what the
+ * process measured before),
  * KTUNE_SIM_NO_DEVICE=1 (behaves like a host without a GPU). */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -172,7 +173,10 @@ int main(int argc, char **argv)
             break;
         }
         case KTUNE_REQUEST_BENCH:
-            a.bench = (ktune_bench_answer){.tuned_us = sim_time(r.configs[0], n),
+            a.bench = (ktune_bench_answer){.tuned_us = sim_time(r.configs[0], n) *
+                                                       (history ? config_factor("KTUNE_SIM_HISTORY",
+                                                                                r.configs[0])
+                                                                : 1.0),
                                            .tuned_spread = 0.001,
                                            .default_us = sim_time(r.configs[1], n),
                                            .default_spread = 0.001,
