@@ -87,16 +87,21 @@ static int final_round(const ktune_sweep_opts *o, ktune_worker *w, const int64_t
         ktune_final_rank(picks, n);
     /* a key of a few microseconds: the winner and the config verify holds it against (the
      * default; the next where the winner is the default) timed again, alone, as verify
-     * re-measures such a key (ktune_worker_measure_alone); on any failure the times before stand */
+     * re-measures such a key (ktune_worker_measure_alone), and with them the committed config,
+     * which apply compares with the winner and whose record it may refresh; on any failure the
+     * times before stand */
     if (picks[0].remeasured && picks[0].us < KTUNE_ALONE_BELOW_US) {
         int partner = n > 1 ? 1 : -1;
         for (int i = 1; i < n; i++)
             if (picks[i].is_default)
                 partner = i;
-        const int at[2] = {0, partner};
-        const char *names[2] = {s->configs[picks[0].config].name,
-                                partner > 0 ? s->configs[picks[partner].config].name : NULL};
-        const int nnames = partner > 0 ? 2 : 1;
+        int at[3] = {0}, nnames = 0;
+        const char *names[3];
+        for (int i = 0; i < n && nnames < 3; i++)
+            if (i == 0 || i == partner || (picks[i].is_committed && picks[i].remeasured)) {
+                at[nnames] = i;
+                names[nnames++] = s->configs[picks[i].config].name;
+            }
         ktune_answer a;
         ktune_reply_kind kind;
         ktune_err why;
