@@ -220,9 +220,7 @@ __global__ void __launch_bounds__(WM *WN * 32)
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wm = warp / WN, wn = warp % WN;
         const int g = lane >> 2, t = lane & 3;
         /* the blocks' partial sums, added in the accumulator's type (exact for int32) */
-        struct alignas(8) sum_pair {
-            A x, y;
-        };
+        using sum_pair = ktune_cluster::sum_pair<A>;
         static_assert(sizeof(A) == 4, "4-byte accumulators: the tile is BM x BN x 4 bytes");
         __syncthreads(); /* the ring is reused for the tile of sums */
         sum_pair *tile = reinterpret_cast<sum_pair *>(smem);
@@ -235,19 +233,10 @@ __global__ void __launch_bounds__(WM *WN * 32)
                 tile[((r + 8) * BN + col) / 2] = sum_pair{acc[fm][fn][2], acc[fm][fn][3]};
             }
         ktune_cluster::sync();
-        constexpr int PAIRS = BM * BN / 2;
-        const int begin = PAIRS * split / SPLIT, end = PAIRS * (split + 1) / SPLIT;
-        for (int i = begin + threadIdx.x; i < end; i += THREADS) {
-            sum_pair s = {};
-#pragma unroll
-            for (int q = 0; q < SPLIT; q++) {
-                const sum_pair v = ktune_cluster::map(tile, q)[i];
-                s.x += v.x;
-                s.y += v.y;
-            }
-            const int r = 2 * i / BN, col = 2 * i % BN;
-            out.store(m0 + r, n0 + col, m, n, s.x, s.y, flags);
-        }
+        ktune_cluster::add_split_pairs<SPLIT, BM * BN / 2>(
+            tile, threadIdx.x, THREADS, [&](int i, const sum_pair &s) {
+                out.store(m0 + 2 * i / BN, n0 + 2 * i % BN, m, n, s.x, s.y, flags);
+            });
         ktune_cluster::sync();
     }
 }

@@ -172,8 +172,13 @@ template <int BM, int BN> struct dense_tiles {
 };
 
 /* C is m x n; a piece of 64 rows goes through TMA (where flags has TMA_STORES) when its rows are
- * the tile's or lie past the end of C, where TMA stores nothing. */
-template <typename T, int BM, int BN, int CONSUMERS, int STAGES, typename Tiles>
+ * the tile's or lie past the end of C, where TMA stores nothing.
+ *
+ * SPLIT > 1 (few output tiles, a long k): a cluster of SPLIT blocks a tile (a grid of one tile a
+ * cluster), each multiplying a share of k; their partial sums meet in distributed shared memory,
+ * where the ring was, and each block adds up a SPLIT-th of the tile and stores it from
+ * registers. */
+template <typename T, int BM, int BN, int CONSUMERS, int STAGES, typename Tiles, int SPLIT = 1>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     wgmma_kernel(const __grid_constant__ CUtensorMap map_a,
                  const __grid_constant__ CUtensorMap map_w,
@@ -183,6 +188,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     constexpr int WM = BM / CONSUMERS, FM = WM / 64; /* a consumer's rows, in 64-row pieces */
     static_assert(WM % 64 == 0 && FM * BN / 2 <= 128, "64-row pieces, at most 128 accumulators");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
+    static_assert(SPLIT == 1 || (size_t)STAGES * (BM + BN) * WGMMA_BK * 2 >= (size_t)BM * BN * 4,
+                  "a split's tile of partial sums takes the ring's place");
 #ifdef KTUNE_WGMMA_DEVICE
     constexpr uint32_t A_BYTES = BM * WGMMA_BK * 2, W_BYTES = BN * WGMMA_BK * 2;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -196,6 +203,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     order.prepare();
     const int ktiles = (k + WGMMA_BK - 1) / WGMMA_BK;
     const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
+    /* SPLIT > 1: the cluster's blocks each take a share of k of one tile */
+    const int split = SPLIT > 1 ? (int)ktune_cluster::rank() : 0;
+    const int kt0 = (int)((int64_t)ktiles * split / SPLIT),
+              kt1 = (int)((int64_t)ktiles * (split + 1) / SPLIT);
 
     ring_barriers_init<STAGES, CONSUMERS>(full, empty);
     const int tiles = order.count();
@@ -207,7 +218,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             int s = 0, phase = 0;
             for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
                 const tile_place at = order.at(tile);
-                for (int kt = 0; kt < ktiles; kt++) {
+                for (int kt = kt0; kt < kt1; kt++) {
                     barrier_wait(&empty[s], phase ^ 1); /* the consumers are done with the stage */
                     barrier_expect(&full[s], A_BYTES + W_BYTES);
                     tma_load(ring_a + s * A_BYTES, &map_a, kt * WGMMA_BK, at.row0, &full[s]);
@@ -215,6 +226,11 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                     ring_next<STAGES>(s, phase);
                 }
             }
+        }
+        if constexpr (SPLIT > 1) { /* the consumers' three cluster barriers (below) */
+            ktune_cluster::sync();
+            ktune_cluster::sync();
+            ktune_cluster::sync();
         }
         return; /* the consumers wait for every copy this thread issued */
     }
@@ -232,7 +248,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             for (int i = 0; i < BN / 2; i++)
                 d[f][i] = 0.f;
         int released = -1; /* the stage whose multiplies are still in flight */
-        for (int kt = 0; kt < ktiles; kt++) {
+        for (int kt = kt0; kt < kt1; kt++) {
             barrier_wait(&full[s], phase);
             wgmma_slice<T, BN, FM>(d, smem_addr(ring_a + s * A_BYTES) + consumer * WM * 128,
                                    smem_addr(ring_w + s * W_BYTES));
@@ -245,10 +261,38 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 #pragma unroll
         for (int f = 0; f < FM; f++)
             wgmma_fence_registers(d[f]);
-        if (tid == 0) /* the producer fills it with the next tile's slices while this one stores */
+        /* the producer fills it with the next tile's slices while this one stores (none: a split
+         * without a share of k, k being shorter than the splits) */
+        if (tid == 0 && released >= 0)
             barrier_arrive(&empty[released]);
 
         const tile_place at = order.at(tile);
+        if constexpr (SPLIT > 1) {
+            /* every block's partial sums into its shared memory, where the ring was (its loads
+             * and multiplies are all done once the cluster meets), then each block adds up a
+             * share of the tile from all of them */
+            using sum_pair = ktune_cluster::sum_pair<float>;
+            ktune_cluster::sync();
+            sum_pair *const sums = reinterpret_cast<sum_pair *>(smem);
+            const int warp = tid / 32, lane = tid % 32;
+#pragma unroll
+            for (int f = 0; f < FM; f++)
+#pragma unroll
+                for (int j = 0; j < BN / 8; j++) {
+                    const int r = consumer * WM + f * 64 + warp * 16 + lane / 4,
+                              col = j * 8 + 2 * (lane % 4);
+                    sums[(r * BN + col) / 2] = sum_pair{d[f][4 * j], d[f][4 * j + 1]};
+                    sums[((r + 8) * BN + col) / 2] = sum_pair{d[f][4 * j + 2], d[f][4 * j + 3]};
+                }
+            ktune_cluster::sync();
+            ktune_cluster::add_split_pairs<SPLIT, BM * BN / 2>(
+                sums, consumer * 128 + tid, CONSUMERS * 128, [&](int i, const sum_pair &v) {
+                    store_pair(c, (int64_t)at.row0 + 2 * i / BN, (int64_t)at.col0 + 2 * i % BN,
+                               at.row_end, n, v.x, v.y, flags & PAIR_STORES);
+                });
+            ktune_cluster::sync(); /* no block leaves while another reads its sums */
+            continue;
+        }
         const int row0 = at.row0 + consumer * WM;
 #pragma unroll
         for (int f = 0; f < FM; f++) {
@@ -320,7 +364,7 @@ inline bool tensor_map(CUtensorMap *map, const void *base, int64_t rows, int64_t
 /* The family's default tensor-core config (spaces/matmul.yaml), for what TMA cannot load. */
 using wgmma_fallback = mma_launcher<128, 128, 32, 2, 2, 4, 1>;
 
-template <int BM, int BN, int CONSUMERS, int STAGES> struct wgmma_launcher {
+template <int BM, int BN, int CONSUMERS, int STAGES, int SPLIT = 1> struct wgmma_launcher {
     template <typename T>
     static cudaError_t run(const void *a, const void *w, void *c, int64_t m, int64_t n, int64_t k,
                            cudaStream_t s)
@@ -339,9 +383,14 @@ template <int BM, int BN, int CONSUMERS, int STAGES> struct wgmma_launcher {
         else
             map_c = map_a; /* unused */
         using tiles_t = dense_tiles<BM, BN>;
-        constexpr auto kernel = wgmma_kernel<T, BM, BN, CONSUMERS, STAGES, tiles_t>;
+        constexpr auto kernel = wgmma_kernel<T, BM, BN, CONSUMERS, STAGES, tiles_t, SPLIT>;
         const dim3 block((CONSUMERS + 1) * 128);
         constexpr size_t smem = wgmma_smem_bytes<BM, BN, CONSUMERS, STAGES>();
+        if constexpr (SPLIT > 1) /* a cluster a tile, each of its blocks a share of k */
+            return ktune_launch::launch(kernel, dim3((unsigned)tiles, SPLIT), block,
+                                        dim3(1, SPLIT, 1), smem, s, map_a, map_w, map_c, (T *)c,
+                                        typename tiles_t::params{(int)m, (int)n}, (int)m, (int)n,
+                                        (int)k, flags);
         unsigned grid;
         const cudaError_t e =
             ktune_launch::persistent_grid<kernel>(block, dim3(1, 1, 1), smem, tiles, &grid);

@@ -328,9 +328,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
              * and multiplies are all done once the cluster meets), then each block adds up a
              * share of the tile from all of them and stores it through the epilogue */
             ktune_cluster::sync();
-            struct alignas(8) sum_pair {
-                acc_t x, y;
-            };
+            using sum_pair = ktune_cluster::sum_pair<acc_t>;
             sum_pair *const sums = reinterpret_cast<sum_pair *>(smem);
 #pragma unroll
             for (int f = 0; f < FM; f++)
@@ -348,22 +346,16 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                     }
                 }
             ktune_cluster::sync();
-            constexpr int PAIRS = BM * BN / 2;
-            const int begin = PAIRS * split / SPLIT, end = PAIRS * (split + 1) / SPLIT;
-            for (int i = begin + consumer * 128 + tid; i < end; i += CONSUMERS * 128) {
-                acc_t x = 0, y = 0;
-#pragma unroll
-                for (int q = 0; q < SPLIT; q++) {
-                    const sum_pair v = ktune_cluster::map(sums, q)[i];
-                    x += v.x;
-                    y += v.y;
-                }
-                const int64_t row = (int64_t)tm * BM + 2 * i / BN, col = (int64_t)col0 + 2 * i % BN;
-                if (row < m && col < n)
-                    store_pair(c, row, col, m, n, epilogue_value<O>((float)x, ep, row, col),
-                               col + 1 < n ? epilogue_value<O>((float)y, ep, row, col + 1) : 0.f,
-                               flags & PAIR_STORES);
-            }
+            ktune_cluster::add_split_pairs<SPLIT, BM * BN / 2>(
+                sums, consumer * 128 + tid, CONSUMERS * 128, [&](int i, const sum_pair &v) {
+                    const int64_t row = (int64_t)tm * BM + 2 * i / BN,
+                                  col = (int64_t)col0 + 2 * i % BN;
+                    if (row < m && col < n)
+                        store_pair(c, row, col, m, n, epilogue_value<O>((float)v.x, ep, row, col),
+                                   col + 1 < n ? epilogue_value<O>((float)v.y, ep, row, col + 1)
+                                               : 0.f,
+                                   flags & PAIR_STORES);
+                });
             ktune_cluster::sync(); /* no block leaves while another reads its sums */
             continue;
         }

@@ -91,4 +91,34 @@ template <int BLOCKS> __device__ __forceinline__ float sum_split(float *p, int i
     return s;
 }
 
+/* Two neighbouring columns' partial sums of a tile (A: a 4-byte accumulator type), the unit in
+ * which the blocks of a cluster that split a tile's k lay their sums out in shared memory: row r,
+ * columns c and c + 1 of a tile BN wide at (r * BN + c) / 2. */
+template <typename A> struct alignas(8) sum_pair {
+    A x, y;
+};
+
+/* The pairs of a tile (PAIRS of them at `pairs` in every block's shared memory, each block's
+ * partial sums) added up over the cluster's BLOCKS blocks (block 0 first), this block taking a
+ * BLOCKS-th of them: store(i, sum) for each of its pairs i, the block's threads `thread` of
+ * `threads` in turn. The cluster must have met after every block wrote its sums, and must meet
+ * again before a block leaves or reuses them. */
+template <int BLOCKS, int PAIRS, typename A, typename Store>
+__device__ __forceinline__ void add_split_pairs(sum_pair<A> *pairs, int thread, int threads,
+                                                Store store)
+{
+    const int split = (int)rank();
+    const int begin = PAIRS * split / BLOCKS, end = PAIRS * (split + 1) / BLOCKS;
+    for (int i = begin + thread; i < end; i += threads) {
+        sum_pair<A> s = {};
+#pragma unroll
+        for (int q = 0; q < BLOCKS; q++) {
+            const sum_pair<A> v = map(pairs, q)[i];
+            s.x += v.x;
+            s.y += v.y;
+        }
+        store(i, s);
+    }
+}
+
 } // namespace ktune_cluster

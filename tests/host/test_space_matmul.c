@@ -1,6 +1,7 @@
 /* The matmul space: its variants, and the generated C validity check (matmul_space.h) agreeing
  * with the interpreter on every config, shape and device, the device limit sm90a included: the
- * wgmma and wgemv variants are valid only on a device that runs the build's sm_90a code. */
+ * wgmma, wgemv and splitk variants are valid only on a device that runs the build's sm_90a code;
+ * splitk only where its tiles are few. */
 #include <string.h>
 
 #include "check.h"
@@ -15,32 +16,38 @@ int main(int argc, char **argv)
     if (loaded != 0)
         return loaded;
     ktune_err err;
-    CHECK(s.nvariants == 4 && strcmp(s.variants[KTUNE_MATMUL_VARIANT_WGMMA].name, "wgmma") == 0 &&
-          strcmp(s.variants[KTUNE_MATMUL_VARIANT_WGEMV].name, "wgemv") == 0);
-    int wgmma = 0, wgemv = 0;
+    CHECK(s.nvariants == 5 && strcmp(s.variants[KTUNE_MATMUL_VARIANT_WGMMA].name, "wgmma") == 0 &&
+          strcmp(s.variants[KTUNE_MATMUL_VARIANT_WGEMV].name, "wgemv") == 0 &&
+          strcmp(s.variants[KTUNE_MATMUL_VARIANT_SPLITK].name, "splitk") == 0);
+    int wgmma = 0, wgemv = 0, splitk = 0;
     for (int i = 0; i < s.nconfigs; i++) {
         wgmma += s.configs[i].variant == KTUNE_MATMUL_VARIANT_WGMMA;
         wgemv += s.configs[i].variant == KTUNE_MATMUL_VARIANT_WGEMV;
+        splitk += s.configs[i].variant == KTUNE_MATMUL_VARIANT_SPLITK;
     }
     /* (bm, bn, consumers): 5 with one consumer and 5 with two, x 4 stage counts */
     CHECK(wgmma == 40);
     /* 2 bm x 8 bn x 2 stage counts x 4 splits, less bm 128 with bn 192 or 256 (more than 128
      * accumulators a thread) */
     CHECK(wgemv == 112);
+    /* (bm, consumers) 64/1, 128/1, 128/2, 256/2 x bn 64, 128 x 2 stage counts x splits 2, 4 */
+    CHECK(splitk == 32);
 
     /* an H100 built with sm_90a code; the same device in a build without it; an A100 */
     const ktune_device devices[3] = {{"H", 132, 90, 1024, 232448, 52428800, 1},
                                      {"H", 132, 90, 1024, 232448, 52428800, 0},
                                      {"A", 108, 80, 1024, 166912, 41943040, 0}};
-    long agree, valid[3 * 4] = {0}, valid_wgmma[3], valid_wgemv[3], valid_mma[3];
+    long agree, valid[3 * 5] = {0}, valid_wgmma[3], valid_wgemv[3], valid_mma[3], valid_splitk[3];
     CHECK(space_validity_disagreements(&s, ktune__matmul_valid, devices, 3, &agree, valid) == 0);
     for (int dv = 0; dv < 3; dv++) {
-        valid_wgmma[dv] = valid[dv * 4 + KTUNE_MATMUL_VARIANT_WGMMA];
-        valid_wgemv[dv] = valid[dv * 4 + KTUNE_MATMUL_VARIANT_WGEMV];
-        valid_mma[dv] = valid[dv * 4 + KTUNE_MATMUL_VARIANT_MMA];
+        valid_wgmma[dv] = valid[dv * 5 + KTUNE_MATMUL_VARIANT_WGMMA];
+        valid_wgemv[dv] = valid[dv * 5 + KTUNE_MATMUL_VARIANT_WGEMV];
+        valid_mma[dv] = valid[dv * 5 + KTUNE_MATMUL_VARIANT_MMA];
+        valid_splitk[dv] = valid[dv * 5 + KTUNE_MATMUL_VARIANT_SPLITK];
     }
     CHECK(valid_wgmma[0] > 0 && valid_wgmma[1] == 0 && valid_wgmma[2] == 0);
     CHECK(valid_wgemv[0] > 0 && valid_wgemv[1] == 0 && valid_wgemv[2] == 0);
+    CHECK(valid_splitk[0] > 0 && valid_splitk[1] == 0 && valid_splitk[2] == 0);
     CHECK(valid_mma[0] > 0 && valid_mma[1] == valid_mma[0] && valid_mma[2] > 0);
     printf("%ld (config, shape, device) validity checks agree; wgmma valid %ld times with sm_90a "
            "code, %ld without, %ld on cc 80; wgemv %ld, %ld, %ld\n",
@@ -74,6 +81,24 @@ int main(int argc, char **argv)
         rows96 += s.configs[c].params[p_bn] == 96;
     }
     CHECK(narrow == 0 && rows96 > 0);
+
+    /* split k: 1024 x 576 x 7168 has 40 tiles of 128 x 128, so splits of 2 and 4 hold it; 4096 x
+     * 4096 x 4096 has 1024 such tiles, more than twice the SMs: no split */
+    const int p_split = param_index(&s.variants[KTUNE_MATMUL_VARIANT_SPLITK], "split");
+    CHECK(p_split >= 0);
+    const char *const split_keys[2] = {"dtype=bf16 m=1024 n=576 k=7168",
+                                       "dtype=bf16 m=4096 n=4096 k=4096"};
+    int split_valid[2][5] = {{0}};
+    for (int q = 0; q < 2; q++) {
+        CHECK(ktune_space_key_parse(&s, split_keys[q], key, &err) == 0);
+        for (int c = 0; c < s.nconfigs; c++)
+            if (s.configs[c].variant == KTUNE_MATMUL_VARIANT_SPLITK &&
+                ktune__matmul_valid(KTUNE_MATMUL_VARIANT_SPLITK, s.configs[c].params, key,
+                                    &devices[0]))
+                split_valid[q][s.configs[c].params[p_split]]++;
+    }
+    CHECK(split_valid[0][2] > 0 && split_valid[0][4] > 0);
+    CHECK(split_valid[1][2] == 0 && split_valid[1][4] == 0);
     ktune_space_free(&s);
     return check_report("test_space_matmul");
 }
