@@ -56,6 +56,24 @@ __device__ __forceinline__ void store_fragment(T *c, int64_t row0, int64_t col0,
     }
 }
 
+/* A consumer warpgroup's FM pieces of 64 x N accumulators (wgmma's layout, as store_fragment
+ * reads it) as the sum pairs of a tile N wide (ktune_cluster::sum_pair), from the tile's row row0:
+ * a block's partial sums of a tile whose k a cluster splits. */
+template <int FM, int N, typename A>
+__device__ __forceinline__ void store_sum_pairs(ktune_cluster::sum_pair<A> *sums,
+                                                const A (&d)[FM][N / 2], int row0, int tid)
+{
+    const int warp = tid / 32, lane = tid % 32;
+#pragma unroll
+    for (int f = 0; f < FM; f++)
+#pragma unroll
+        for (int j = 0; j < N / 8; j++) {
+            const int r = row0 + f * 64 + warp * 16 + lane / 4, col = j * 8 + 2 * (lane % 4);
+            sums[(r * N + col) / 2] = {d[f][4 * j], d[f][4 * j + 1]};
+            sums[((r + 8) * N + col) / 2] = {d[f][4 * j + 2], d[f][4 * j + 3]};
+        }
+}
+
 #ifdef KTUNE_WGMMA_DEVICE
 /* Moves s to the ring's next stage; phase, the parity of the stage's fill, flips at the wrap. */
 template <int STAGES> __device__ __forceinline__ void ring_next(int &s, int &phase)
@@ -274,16 +292,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             using sum_pair = ktune_cluster::sum_pair<float>;
             ktune_cluster::sync();
             sum_pair *const sums = reinterpret_cast<sum_pair *>(smem);
-            const int warp = tid / 32, lane = tid % 32;
-#pragma unroll
-            for (int f = 0; f < FM; f++)
-#pragma unroll
-                for (int j = 0; j < BN / 8; j++) {
-                    const int r = consumer * WM + f * 64 + warp * 16 + lane / 4,
-                              col = j * 8 + 2 * (lane % 4);
-                    sums[(r * BN + col) / 2] = sum_pair{d[f][4 * j], d[f][4 * j + 1]};
-                    sums[((r + 8) * BN + col) / 2] = sum_pair{d[f][4 * j + 2], d[f][4 * j + 3]};
-                }
+            store_sum_pairs<FM, BN>(sums, d, consumer * WM, tid);
             ktune_cluster::sync();
             ktune_cluster::add_split_pairs<SPLIT, BM * BN / 2>(
                 sums, consumer * 128 + tid, CONSUMERS * 128, [&](int i, const sum_pair &v) {

@@ -330,21 +330,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             ktune_cluster::sync();
             using sum_pair = ktune_cluster::sum_pair<acc_t>;
             sum_pair *const sums = reinterpret_cast<sum_pair *>(smem);
-#pragma unroll
-            for (int f = 0; f < FM; f++)
-#pragma unroll
-                for (int j = 0; j < BN / 8; j++) {
-                    const int r = consumer * WM + f * 64 + warp * 16 + lane / 4,
-                              col = j * 8 + 2 * (lane % 4);
-                    if constexpr (PROMOTE) {
-                        sums[(r * BN + col) / 2] = sum_pair{total[f][4 * j], total[f][4 * j + 1]};
-                        sums[((r + 8) * BN + col) / 2] =
-                            sum_pair{total[f][4 * j + 2], total[f][4 * j + 3]};
-                    } else {
-                        sums[(r * BN + col) / 2] = sum_pair{d[f][4 * j], d[f][4 * j + 1]};
-                        sums[((r + 8) * BN + col) / 2] = sum_pair{d[f][4 * j + 2], d[f][4 * j + 3]};
-                    }
-                }
+            if constexpr (PROMOTE)
+                store_sum_pairs<FM, BN>(sums, total, consumer * WM, tid);
+            else
+                store_sum_pairs<FM, BN>(sums, d, consumer * WM, tid);
             ktune_cluster::sync();
             ktune_cluster::add_split_pairs<SPLIT, BM * BN / 2>(
                 sums, consumer * 128 + tid, CONSUMERS * 128, [&](int i, const sum_pair &v) {
