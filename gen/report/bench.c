@@ -182,7 +182,10 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
         if (kind == KTUNE_REPLY_OK && a.status == KTUNE_TRIAL_OK &&
             a.bench.tuned_us < KTUNE_ALONE_BELOW_US && alone_ok) {
             ktune_err why;
-            if (ktune_worker_bench_alone(&w.opts, s->nkey, key, config, s->configs[def].name,
+            ktune_worker_opts alone_opts = w.opts; /* the ceilings of this run, measured once */
+            alone_opts.copy_ceiling_gbps = a.bench.ceiling_gbps;
+            alone_opts.flops_ceiling = a.bench.vendor_flops_per_s;
+            if (ktune_worker_bench_alone(&alone_opts, s->nkey, key, config, s->configs[def].name,
                                          timeout_s, &a, &kind, &alone_start_s, &why) == 0) {
                 alone++;
             } else {

@@ -99,6 +99,12 @@ static int spawn(ktune_worker *w, ktune_err *err)
     snprintf(warm_us, sizeof warm_us, "%g", w->opts.warmup_us);
     snprintf(dev, sizeof dev, "%d", w->opts.device);
     const char *loading = w->opts.lazy_modules ? "lazy" : "eager";
+    /* the ceilings only where given: a worker of another revision (verify --against) may not know
+     * the options */
+    char copy_gbps[32], flops[32];
+    snprintf(copy_gbps, sizeof copy_gbps, "%.17g", w->opts.copy_ceiling_gbps);
+    snprintf(flops, sizeof flops, "%.17g", w->opts.flops_ceiling);
+    const int given = w->opts.copy_ceiling_gbps > 0 && w->opts.flops_ceiling >= 0;
     pid_t pid = fork();
     if (pid < 0)
         return ktune_fail(err, "fork: %s", strerror(errno));
@@ -117,7 +123,9 @@ static int spawn(ktune_worker *w, ktune_err *err)
         setpgid(0, 0); /* a Ctrl-C reaches the parent, which stops the worker itself */
         execl(w->opts.program, w->opts.program, "--samples", samples, "--min-sample-us", min_us,
               "--screen-samples", screen, "--screen-min-sample-us", screen_us, "--screen-cut", cut,
-              "--warmup-us", warm_us, "--device", dev, "--module-loading", loading, (char *)NULL);
+              "--warmup-us", warm_us, "--device", dev, "--module-loading", loading,
+              given ? "--copy-ceiling" : (char *)NULL, copy_gbps, "--flops-ceiling", flops,
+              (char *)NULL);
         fprintf(stderr, "ktune: cannot run %s: %s\n", w->opts.program, strerror(errno));
         _exit(127);
     }

@@ -22,6 +22,8 @@ typedef struct {
     int device;
     const char *log_path; /* the worker's stderr is appended here; NULL: inherit */
     int lazy_modules; /* load each kernel at its first launch, not every candidate at start */
+    double copy_ceiling_gbps, flops_ceiling; /* > 0: a bench's ceilings, measured already (the
+                                                worker's --copy-ceiling, --flops-ceiling) */
 } ktune_worker_opts;
 
 typedef struct {
@@ -105,7 +107,8 @@ int ktune_worker_measure_alone(const ktune_worker_opts *opts, int nkey, const in
                                ktune_err *err);
 
 /* ktune_worker_bench in a worker started for it alone, as ktune_worker_measure_alone's: the bench
- * of a key of a few microseconds, timed in the launch context its record was. */
+ * of a key of a few microseconds, timed in the launch context its record was. The ceilings of
+ * opts (copy_ceiling_gbps, flops_ceiling), where given, are the answer's, not measured again. */
 int ktune_worker_bench_alone(const ktune_worker_opts *opts, int nkey, const int64_t *key,
                              const char *tuned, const char *def, double timeout_s,
                              ktune_answer *a, ktune_reply_kind *kind, double *start_s,

@@ -107,6 +107,10 @@ bool ktune_worker_state::measure_flops_ceiling(long id, const int64_t *key, doub
     *flops_per_s = 0;
     if (!fam.vendors || !fam.flops || !fam.ceiling_key)
         return true;
+    if (given_flops_per_s > 0) { /* measured by the process that started this one */
+        *flops_per_s = given_flops_per_s;
+        return true;
+    }
     int64_t ck[KTUNE_MAX_KEY] = {0};
     fam.ceiling_key(key, ck);
     for (int i = 0; i < nvendor_ceilings; i++)

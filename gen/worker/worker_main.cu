@@ -159,7 +159,7 @@ int usage(const char *argv0)
     fprintf(stderr,
             "usage: %s [--samples N] [--min-sample-us U] [--screen-samples N]\n"
             "          [--screen-min-sample-us U] [--screen-cut F] [--warmup-us U] [--device D]\n"
-            "          [--module-loading eager|lazy]\n"
+            "          [--module-loading eager|lazy] [--copy-ceiling GBPS] [--flops-ceiling FLOPS]\n"
             "Started by ktune sweep, bench and verify; requests on stdin, answers on stdout.\n",
             argv0);
     return 1;
@@ -282,6 +282,10 @@ int main(int argc, char **argv)
             opt.warmup_us = atof(argv[++i]);
         else if (strcmp(argv[i], "--device") == 0)
             opt.device = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--copy-ceiling") == 0) /* a bench's, measured already */
+            w.ceiling_gbps = std::max(0.0, atof(argv[++i]));
+        else if (strcmp(argv[i], "--flops-ceiling") == 0)
+            w.given_flops_per_s = std::max(0.0, atof(argv[++i]));
         else if (strcmp(argv[i], "--module-loading") == 0 &&
                  (strcmp(argv[i + 1], "lazy") == 0 || strcmp(argv[i + 1], "eager") == 0))
             opt.lazy_modules = strcmp(argv[++i], "lazy") == 0;

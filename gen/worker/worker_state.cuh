@@ -166,8 +166,8 @@ struct ktune_worker_state {
     int have_key = 0, nsets = 0;
 
     /* The copy ceiling (GB/s; 0: not measured yet) and the fastest vendor path's FLOP/s a ceiling
-     * key. */
-    double ceiling_gbps = 0;
+     * key; given_flops_per_s (> 0: the worker's --flops-ceiling) stands for every ceiling key. */
+    double ceiling_gbps = 0, given_flops_per_s = 0;
     struct vendor_ceiling {
         int64_t key[KTUNE_MAX_KEY];
         double flops_per_s;

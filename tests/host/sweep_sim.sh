@@ -382,6 +382,9 @@ KTUNE_SIM_SCALE=0.4 KTUNE_SIM_HISTORY=good_tile8:1.2 "$ktune" bench --space "$go
 grep -q "4 shapes (2 alone)" "$work/bench-al.log" || bad "bench: not 2 of 4 rows alone"
 grep -q '^sim,-,64,good_tile8,8.0000,' "$work/bench-al.csv" ||
   bad "bench: n=64 not benched alone: $(grep "^sim,-,64," "$work/bench-al.csv")"
+# every row against the one copy ceiling the bench's worker measured (n=8's, its first key)
+[ "$(cut -d, -f13 "$work/bench-al.csv" | tail -n +2 | sort -u)" = "3008.0" ] ||
+  bad "bench: rows against different copy ceilings: $(cut -d, -f13 "$work/bench-al.csv" | tr '\n' ' ')"
 
 note "apply: a kept entry takes a faster time of its config, never a slower one"
 # the same winners, twice as fast (run f, three times slower, changed nothing above)

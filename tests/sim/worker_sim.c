@@ -14,7 +14,9 @@
  * KTUNE_SIM_HISTORY=<config>:<factor> (scales one config's times M and B answers (as the tuned
  * one) once this process has answered a request of another key: a time that follows what the
  * process measured before),
- * KTUNE_SIM_NO_DEVICE=1 (behaves like a host without a GPU). */
+ * KTUNE_SIM_NO_DEVICE=1 (behaves like a host without a GPU). A B answer's copy ceiling is 3000
+ * GB/s plus the n of the process's first key (each process measures its own), or the one given
+ * with --copy-ceiling. */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
 #include <stdio.h>
@@ -106,10 +108,13 @@ static void answer(ktune_request_kind kind, const ktune_answer *a)
 int main(int argc, char **argv)
 {
     char line[KTUNE_PROTOCOL_LINE];
-    int device = 0; /* --device N: the simulated GPU's UUID ends in N */
+    int device = 0;            /* --device N: the simulated GPU's UUID ends in N */
+    double given_ceiling = 0; /* --copy-ceiling G: a bench's copy ceiling, not measured */
     for (int i = 1; i + 1 < argc; i++)
         if (strcmp(argv[i], "--device") == 0)
             device = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--copy-ceiling") == 0)
+            given_ceiling = atof(argv[i + 1]);
     if (getenv("KTUNE_SIM_NO_DEVICE")) {
         if (ktune_no_device_format("no usable CUDA device 0: no CUDA-capable device is detected "
                                    "(simulated)",
@@ -182,7 +187,11 @@ int main(int argc, char **argv)
                                            .default_spread = 0.001,
                                            .copy_us = n / 10.0,
                                            .copy_spread = 0.001,
-                                           .ceiling_gbps = 3000,
+                                           /* as each process measures its own: 3000
+                                              GB/s and the first key's n */
+                                           .ceiling_gbps = given_ceiling > 0
+                                                               ? given_ceiling
+                                                               : 3000.0 + (double)first_n,
                                            .bytes = 8.0 * n,
                                            .nvendors = 2,
                                            .vendors = {{"sim_blas", n / 8.0, 0.001},
