@@ -104,7 +104,7 @@ static int spawn(ktune_worker *w, ktune_err *err)
     char copy_gbps[32], flops[32];
     snprintf(copy_gbps, sizeof copy_gbps, "%.17g", w->opts.copy_ceiling_gbps);
     snprintf(flops, sizeof flops, "%.17g", w->opts.flops_ceiling);
-    const int given = w->opts.copy_ceiling_gbps > 0 && w->opts.flops_ceiling >= 0;
+    const int ceilings_given = w->opts.copy_ceiling_gbps > 0;
     pid_t pid = fork();
     if (pid < 0)
         return ktune_fail(err, "fork: %s", strerror(errno));
@@ -124,7 +124,7 @@ static int spawn(ktune_worker *w, ktune_err *err)
         execl(w->opts.program, w->opts.program, "--samples", samples, "--min-sample-us", min_us,
               "--screen-samples", screen, "--screen-min-sample-us", screen_us, "--screen-cut", cut,
               "--warmup-us", warm_us, "--device", dev, "--module-loading", loading,
-              given ? "--copy-ceiling" : (char *)NULL, copy_gbps, "--flops-ceiling", flops,
+              ceilings_given ? "--copy-ceiling" : (char *)NULL, copy_gbps, "--flops-ceiling", flops,
               (char *)NULL);
         fprintf(stderr, "ktune: cannot run %s: %s\n", w->opts.program, strerror(errno));
         _exit(127);

@@ -22,8 +22,9 @@ typedef struct {
     int device;
     const char *log_path; /* the worker's stderr is appended here; NULL: inherit */
     int lazy_modules; /* load each kernel at its first launch, not every candidate at start */
-    double copy_ceiling_gbps, flops_ceiling; /* > 0: a bench's ceilings, measured already (the
-                                                worker's --copy-ceiling, --flops-ceiling) */
+    double copy_ceiling_gbps, flops_ceiling; /* a bench's ceilings, measured already (the
+                                                worker's --copy-ceiling, --flops-ceiling):
+                                                passed where copy_ceiling_gbps > 0 */
 } ktune_worker_opts;
 
 typedef struct {

@@ -165,8 +165,9 @@ struct ktune_worker_state {
     int64_t current_key[KTUNE_MAX_KEY] = {};
     int have_key = 0, nsets = 0;
 
-    /* The copy ceiling (GB/s; 0: not measured yet) and the fastest vendor path's FLOP/s a ceiling
-     * key; given_flops_per_s (> 0: the worker's --flops-ceiling) stands for every ceiling key. */
+    /* The copy ceiling (GB/s; 0: not measured yet, else measured or given by --copy-ceiling) and
+     * the fastest vendor path's FLOP/s a ceiling key; given_flops_per_s (> 0: the worker's
+     * --flops-ceiling) stands for every ceiling key. */
     double ceiling_gbps = 0, given_flops_per_s = 0;
     struct vendor_ceiling {
         int64_t key[KTUNE_MAX_KEY];
