@@ -828,23 +828,19 @@ static int cmd_gen(const options *o, const ktune_space *s)
     const ktune_registry *regs = r.regs;
     char **headers = calloc((size_t)count + 1, sizeof *headers);
     int *all = malloc(sizeof *all * (size_t)s->nconfigs);
-    char *used = calloc((size_t)s->nconfigs, 1);
     /* the combinations of instantiated values each config is compiled for in the library: those
-     * of the rows that name it, every one for a default (or with --library-all) */
+     * of the rows that name it, every one for a default (or with --library-all); none: a config
+     * the library leaves out */
     uint64_t *combos = calloc((size_t)s->nconfigs + 1, sizeof *combos);
     int nlib = 0;
     if (ktune_mkdirs(o->out, &err))
         goto fail;
     for (int i = 0; i < s->nconfigs; i++)
         all[i] = i;
-    for (int i = 0; i < s->nconfigs; i++) {
-        used[i] = (char)o->library_all;
+    for (int i = 0; i < s->nconfigs; i++)
         combos[i] = o->library_all ? ~0ULL : 0;
-    }
-    for (int i = 0; i < s->ndefaults; i++) {
-        used[s->defaults[i]] = 1;
+    for (int i = 0; i < s->ndefaults; i++)
         combos[s->defaults[i]] = ~0ULL;
-    }
     for (int i = 0; i < count; i++) {
         for (int e = 0; e < regs[i].nentries; e++) {
             const ktune_entry *en = &regs[i].entries[e];
@@ -856,14 +852,9 @@ static int cmd_gen(const options *o, const ktune_space *s)
                            key);
                 goto fail;
             }
-            const int c = ktune_space_find_config(s, en->config);
-            used[c] = 1;
-            combos[c] |= 1ULL << combo;
-            for (int j = 0; j < en->nrunner_ups && j < KTUNE_ADAPT_RUNNER_UPS; j++) {
-                const int ru = ktune_space_find_config(s, en->runner_ups[j].config);
-                used[ru] = 1;
-                combos[ru] |= 1ULL << combo;
-            }
+            combos[ktune_space_find_config(s, en->config)] |= 1ULL << combo;
+            for (int j = 0; j < en->nrunner_ups && j < KTUNE_ADAPT_RUNNER_UPS; j++)
+                combos[ktune_space_find_config(s, en->runner_ups[j].config)] |= 1ULL << combo;
         }
         char label[4096];
         registry_label(r.paths[i], label, sizeof label);
@@ -877,8 +868,8 @@ static int cmd_gen(const options *o, const ktune_space *s)
     uint64_t *lib_combos = malloc(sizeof *lib_combos * (size_t)(s->nconfigs ? s->nconfigs : 1));
     int *position = malloc(sizeof *position * (size_t)(s->nconfigs ? s->nconfigs : 1));
     for (int i = 0; i < s->nconfigs; i++) {
-        position[i] = used[i] ? nlib : -1; /* the library's instance index of config i */
-        if (used[i]) {
+        position[i] = combos[i] ? nlib : -1; /* the library's instance index of config i */
+        if (combos[i]) {
             lib_combos[nlib] = combos[i];
             lib[nlib++] = i;
         }
@@ -926,7 +917,6 @@ fail:
         free(headers[i]);
     free(headers);
     free(all);
-    free(used);
     free(combos);
     registries_free(&r);
     return rc;

@@ -156,7 +156,6 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
     for (int d = 0; d < KTUNE_DTYPE_COUNT; d++)
         worst_big[d] = INFINITY;
     int n = 0, alone = 0, alone_ok = 1;
-    double alone_start_s = 0;
     for (int i = 0; i < nitems; i++) {
         const ktune_entry *e = keys ? NULL : &reg.entries[i];
         const int64_t *key = keys ? s->shapes[i].key : e->key;
@@ -186,7 +185,7 @@ int ktune_bench_run(const ktune_space *s, const char *registry_dir,
             alone_opts.copy_ceiling_gbps = a.bench.ceiling_gbps;
             alone_opts.flops_ceiling = a.bench.vendor_flops_per_s;
             if (ktune_worker_bench_alone(&alone_opts, s->nkey, key, config, s->configs[def].name,
-                                         timeout_s, &a, &kind, &alone_start_s, &why) == 0) {
+                                         timeout_s, &a, &kind, NULL, &why) == 0) {
                 alone++;
             } else {
                 alone_ok = 0; /* the long-lived worker's times stand, said once */

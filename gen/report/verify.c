@@ -161,9 +161,8 @@ static int measure_alone(verify_state *v, const int64_t *key, const char *const 
 {
     static ktune_answer a;
     ktune_reply_kind kind;
-    double start_s = 0;
     if (ktune_worker_measure_alone(&v->w->opts, v->s->nkey, key, configs, n,
-                                   v->o->timeout_s * (n + 1), &a, &kind, &start_s, err))
+                                   v->o->timeout_s * (n + 1), &a, &kind, NULL, err))
         return -1;
     v->restarts++;
     const int failed = answer_failed(v, v->w, key, configs, n, &a, why, size, err);

@@ -341,7 +341,8 @@ static int start_alone(const ktune_worker_opts *opts, ktune_worker *w, double *s
     mine.screen_cut = 0;
     if (ktune_worker_start(w, &mine, err))
         return -1;
-    *start_s += w->start_s;
+    if (start_s)
+        *start_s += w->start_s;
     return 0;
 }
 
