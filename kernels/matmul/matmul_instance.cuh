@@ -29,3 +29,5 @@ typedef cudaError_t ktune__matmul_launch_t(const void *a, const void *w, void *c
     KTUNE_MATMUL_DEFINE_(fn, ktune_matmul_impl::wgemv_launcher<bm, bn, stages, split>)
 #define KTUNE_MATMUL_DEFINE_SPLITK(fn, combos, bm, bn, consumers, stages, split)                   \
     KTUNE_MATMUL_DEFINE_(fn, ktune_matmul_impl::wgmma_launcher<bm, bn, consumers, stages, split>)
+#define KTUNE_MATMUL_DEFINE_TAILSPLIT(fn, combos, bm, bn, consumers, stages, tail)                 \
+    KTUNE_MATMUL_DEFINE_(fn, ktune_matmul_impl::wgmma_launcher<bm, bn, consumers, stages, 1, tail>)

@@ -189,6 +189,24 @@ template <int BM, int BN> struct dense_tiles {
     }
 };
 
+/* Tiles first .. first + count - 1 of Inner's order: the share of one of a config's launches. */
+template <typename Inner> struct tile_range {
+    struct params {
+        typename Inner::params inner;
+        int first, count;
+    };
+    static constexpr size_t SMEM = Inner::SMEM;
+    Inner inner;
+    int first, n;
+    __device__ __forceinline__ tile_range(const params &p, void *mem)
+        : inner(p.inner, mem), first(p.first), n(p.count)
+    {
+    }
+    __device__ __forceinline__ void prepare() const { inner.prepare(); }
+    __device__ __forceinline__ int count() const { return n; }
+    __device__ __forceinline__ tile_place at(int tile) const { return inner.at(first + tile); }
+};
+
 /* C is m x n; a piece of 64 rows goes through TMA (where flags has TMA_STORES) when its rows are
  * the tile's or lie past the end of C, where TMA stores nothing.
  *
@@ -373,7 +391,12 @@ inline bool tensor_map(CUtensorMap *map, const void *base, int64_t rows, int64_t
 /* The family's default tensor-core config (spaces/matmul.yaml), for what TMA cannot load. */
 using wgmma_fallback = mma_launcher<128, 128, 32, 2, 2, 4, 1>;
 
-template <int BM, int BN, int CONSUMERS, int STAGES, int SPLIT = 1> struct wgmma_launcher {
+/* SPLIT > 1: a cluster of SPLIT blocks a tile, each a share of k (few tiles). TAIL > 1: the
+ * tiles of the waves the persistent grid fills, then the rest (less than a wave, which would
+ * leave most SMs idle for a whole tile) with a cluster of TAIL blocks a tile, in a second launch. */
+template <int BM, int BN, int CONSUMERS, int STAGES, int SPLIT = 1, int TAIL = 1>
+struct wgmma_launcher {
+    static_assert(SPLIT == 1 || TAIL == 1, "a split of every tile or of the last wave's");
     template <typename T>
     static cudaError_t run(const void *a, const void *w, void *c, int64_t m, int64_t n, int64_t k,
                            cudaStream_t s)
@@ -391,23 +414,46 @@ template <int BM, int BN, int CONSUMERS, int STAGES, int SPLIT = 1> struct wgmma
             flags |= TMA_STORES;
         else
             map_c = map_a; /* unused */
-        using tiles_t = dense_tiles<BM, BN>;
-        constexpr auto kernel = wgmma_kernel<T, BM, BN, CONSUMERS, STAGES, tiles_t, SPLIT>;
         const dim3 block((CONSUMERS + 1) * 128);
         constexpr size_t smem = wgmma_smem_bytes<BM, BN, CONSUMERS, STAGES>();
-        if constexpr (SPLIT > 1) /* a cluster a tile, each of its blocks a share of k */
+        using dense_t = dense_tiles<BM, BN>;
+        const typename dense_t::params dense{(int)m, (int)n};
+        if constexpr (TAIL > 1) {
+            using tiles_t = tile_range<dense_t>;
+            constexpr auto whole = wgmma_kernel<T, BM, BN, CONSUMERS, STAGES, tiles_t>;
+            constexpr auto split = wgmma_kernel<T, BM, BN, CONSUMERS, STAGES, tiles_t, TAIL>;
+            unsigned grid;
+            cudaError_t e = ktune_launch::persistent_grid<whole>(block, dim3(1, 1, 1), smem, tiles,
+                                                                 &grid);
+            if (e != cudaSuccess)
+                return e;
+            const int waves = (int)(tiles / grid * grid), rest = (int)tiles - waves;
+            if (waves > 0)
+                e = ktune_launch::launch(whole, dim3(grid), block, dim3(1, 1, 1), smem, s, map_a,
+                                         map_w, map_c, (T *)c,
+                                         typename tiles_t::params{dense, 0, waves}, (int)m, (int)n,
+                                         (int)k, flags);
+            if (e == cudaSuccess && rest > 0)
+                e = ktune_launch::launch(split, dim3((unsigned)rest, TAIL), block,
+                                         dim3(1, TAIL, 1), smem, s, map_a, map_w, map_c, (T *)c,
+                                         typename tiles_t::params{dense, waves, rest}, (int)m,
+                                         (int)n, (int)k, flags);
+            return e;
+        } else if constexpr (SPLIT > 1) { /* a cluster a tile, each of its blocks a share of k */
+            constexpr auto kernel = wgmma_kernel<T, BM, BN, CONSUMERS, STAGES, dense_t, SPLIT>;
             return ktune_launch::launch(kernel, dim3((unsigned)tiles, SPLIT), block,
                                         dim3(1, SPLIT, 1), smem, s, map_a, map_w, map_c, (T *)c,
-                                        typename tiles_t::params{(int)m, (int)n}, (int)m, (int)n,
-                                        (int)k, flags);
-        unsigned grid;
-        const cudaError_t e =
-            ktune_launch::persistent_grid<kernel>(block, dim3(1, 1, 1), smem, tiles, &grid);
-        if (e != cudaSuccess)
-            return e;
-        return ktune_launch::launch(kernel, dim3(grid), block, dim3(1, 1, 1), smem, s, map_a, map_w,
-                                    map_c, (T *)c, typename tiles_t::params{(int)m, (int)n},
-                                    (int)m, (int)n, (int)k, flags);
+                                        dense, (int)m, (int)n, (int)k, flags);
+        } else {
+            constexpr auto kernel = wgmma_kernel<T, BM, BN, CONSUMERS, STAGES, dense_t>;
+            unsigned grid;
+            const cudaError_t e =
+                ktune_launch::persistent_grid<kernel>(block, dim3(1, 1, 1), smem, tiles, &grid);
+            if (e != cudaSuccess)
+                return e;
+            return ktune_launch::launch(kernel, dim3(grid), block, dim3(1, 1, 1), smem, s, map_a,
+                                        map_w, map_c, (T *)c, dense, (int)m, (int)n, (int)k, flags);
+        }
     }
 };
 

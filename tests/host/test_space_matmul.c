@@ -1,7 +1,7 @@
 /* The matmul space: its variants, and the generated C validity check (matmul_space.h) agreeing
  * with the interpreter on every config, shape and device, the device limit sm90a included: the
- * wgmma, wgemv and splitk variants are valid only on a device that runs the build's sm_90a code;
- * splitk only where its tiles are few. */
+ * wgmma, wgemv, splitk and tailsplit variants are valid only on a device that runs the build's
+ * sm_90a code; splitk only where its tiles are few, tailsplit where they are a wave and a part. */
 #include <string.h>
 
 #include "check.h"
@@ -16,14 +16,16 @@ int main(int argc, char **argv)
     if (loaded != 0)
         return loaded;
     ktune_err err;
-    CHECK(s.nvariants == 5 && strcmp(s.variants[KTUNE_MATMUL_VARIANT_WGMMA].name, "wgmma") == 0 &&
+    CHECK(s.nvariants == 6 && strcmp(s.variants[KTUNE_MATMUL_VARIANT_WGMMA].name, "wgmma") == 0 &&
           strcmp(s.variants[KTUNE_MATMUL_VARIANT_WGEMV].name, "wgemv") == 0 &&
-          strcmp(s.variants[KTUNE_MATMUL_VARIANT_SPLITK].name, "splitk") == 0);
-    int wgmma = 0, wgemv = 0, splitk = 0;
+          strcmp(s.variants[KTUNE_MATMUL_VARIANT_SPLITK].name, "splitk") == 0 &&
+          strcmp(s.variants[KTUNE_MATMUL_VARIANT_TAILSPLIT].name, "tailsplit") == 0);
+    int wgmma = 0, wgemv = 0, splitk = 0, tailsplit = 0;
     for (int i = 0; i < s.nconfigs; i++) {
         wgmma += s.configs[i].variant == KTUNE_MATMUL_VARIANT_WGMMA;
         wgemv += s.configs[i].variant == KTUNE_MATMUL_VARIANT_WGEMV;
         splitk += s.configs[i].variant == KTUNE_MATMUL_VARIANT_SPLITK;
+        tailsplit += s.configs[i].variant == KTUNE_MATMUL_VARIANT_TAILSPLIT;
     }
     /* (bm, bn, consumers): 5 with one consumer and 5 with two, x 4 stage counts */
     CHECK(wgmma == 40);
@@ -32,22 +34,28 @@ int main(int argc, char **argv)
     CHECK(wgemv == 112);
     /* (bm, consumers) 64/1, 128/1, 128/2, 256/2 x bn 64, 128 x 2 stage counts x splits 2, 4 */
     CHECK(splitk == 32);
+    /* (bm, consumers) 64/1, 128/2 x bn 128, 256 x stages 4, 6 x tails 2, 4, less 6 stages of bn
+     * 256 (a ring beyond sm_90a's shared memory) */
+    CHECK(tailsplit == 12);
 
     /* an H100 built with sm_90a code; the same device in a build without it; an A100 */
     const ktune_device devices[3] = {{"H", 132, 90, 1024, 232448, 52428800, 1},
                                      {"H", 132, 90, 1024, 232448, 52428800, 0},
                                      {"A", 108, 80, 1024, 166912, 41943040, 0}};
-    long agree, valid[3 * 5] = {0}, valid_wgmma[3], valid_wgemv[3], valid_mma[3], valid_splitk[3];
+    long agree, valid[3 * 6] = {0}, valid_wgmma[3], valid_wgemv[3], valid_mma[3], valid_splitk[3],
+                          valid_tailsplit[3];
     CHECK(space_validity_disagreements(&s, ktune__matmul_valid, devices, 3, &agree, valid) == 0);
     for (int dv = 0; dv < 3; dv++) {
-        valid_wgmma[dv] = valid[dv * 5 + KTUNE_MATMUL_VARIANT_WGMMA];
-        valid_wgemv[dv] = valid[dv * 5 + KTUNE_MATMUL_VARIANT_WGEMV];
-        valid_mma[dv] = valid[dv * 5 + KTUNE_MATMUL_VARIANT_MMA];
-        valid_splitk[dv] = valid[dv * 5 + KTUNE_MATMUL_VARIANT_SPLITK];
+        valid_wgmma[dv] = valid[dv * 6 + KTUNE_MATMUL_VARIANT_WGMMA];
+        valid_wgemv[dv] = valid[dv * 6 + KTUNE_MATMUL_VARIANT_WGEMV];
+        valid_mma[dv] = valid[dv * 6 + KTUNE_MATMUL_VARIANT_MMA];
+        valid_splitk[dv] = valid[dv * 6 + KTUNE_MATMUL_VARIANT_SPLITK];
+        valid_tailsplit[dv] = valid[dv * 6 + KTUNE_MATMUL_VARIANT_TAILSPLIT];
     }
     CHECK(valid_wgmma[0] > 0 && valid_wgmma[1] == 0 && valid_wgmma[2] == 0);
     CHECK(valid_wgemv[0] > 0 && valid_wgemv[1] == 0 && valid_wgemv[2] == 0);
     CHECK(valid_splitk[0] > 0 && valid_splitk[1] == 0 && valid_splitk[2] == 0);
+    CHECK(valid_tailsplit[0] > 0 && valid_tailsplit[1] == 0 && valid_tailsplit[2] == 0);
     CHECK(valid_mma[0] > 0 && valid_mma[1] == valid_mma[0] && valid_mma[2] > 0);
     printf("%ld (config, shape, device) validity checks agree; wgmma valid %ld times with sm_90a "
            "code, %ld without, %ld on cc 80; wgemv %ld, %ld, %ld\n",
@@ -99,6 +107,35 @@ int main(int argc, char **argv)
     }
     CHECK(split_valid[0][2] > 0 && split_valid[0][4] > 0);
     CHECK(split_valid[1][2] == 0 && split_valid[1][4] == 0);
+
+    /* the tiles past whole waves of the H100's 132 SMs, split: 4096 x 576 has 160 tiles of 128 x
+     * 128, 28 past a wave, whose clusters of 2 or 4 fit one; 271 x 16384 has 192 of 128 x 256, 60
+     * past it (2 fit, 4 do not) and 384 of 128 x 128, 120 past two waves (none fit); 128 x 4096
+     * has 64 of 64 x 128, not even a wave */
+    const int p_tail = param_index(&s.variants[KTUNE_MATMUL_VARIANT_TAILSPLIT], "tail"),
+              p_tbm = param_index(&s.variants[KTUNE_MATMUL_VARIANT_TAILSPLIT], "bm"),
+              p_tbn = param_index(&s.variants[KTUNE_MATMUL_VARIANT_TAILSPLIT], "bn");
+    CHECK(p_tail >= 0 && p_tbm >= 0 && p_tbn >= 0);
+    const char *const tail_keys[3] = {"dtype=bf16 m=4096 n=576 k=7168",
+                                      "dtype=bf16 m=271 n=16384 k=16384",
+                                      "dtype=f16 m=128 n=4096 k=4096"};
+    int tail_valid[3][2][2][5] = {{{{0}}}}; /* key, bm 64/128, bn 128/256, tail */
+    for (int q = 0; q < 3; q++) {
+        CHECK(ktune_space_key_parse(&s, tail_keys[q], key, &err) == 0);
+        for (int c = 0; c < s.nconfigs; c++) {
+            const int64_t *p = s.configs[c].params;
+            if (s.configs[c].variant == KTUNE_MATMUL_VARIANT_TAILSPLIT &&
+                ktune__matmul_valid(KTUNE_MATMUL_VARIANT_TAILSPLIT, p, key, &devices[0]))
+                tail_valid[q][p[p_tbm] == 128][p[p_tbn] == 256][p[p_tail]]++;
+        }
+    }
+    CHECK(tail_valid[0][1][0][2] > 0 && tail_valid[0][1][0][4] > 0);
+    CHECK(tail_valid[1][1][1][2] > 0 && tail_valid[1][1][1][4] == 0);
+    CHECK(tail_valid[1][1][0][2] == 0 && tail_valid[1][1][0][4] == 0);
+    int none = 0;
+    for (int i = 0; i < 2 * 2 * 5; i++)
+        none += (&tail_valid[2][0][0][0])[i];
+    CHECK(none == 0);
     ktune_space_free(&s);
     return check_report("test_space_matmul");
 }
