@@ -618,6 +618,18 @@ static void program_beside(const char *name, char *out, size_t size)
     snprintf(out, size, "%.3900s/%s", n > 0 ? self : ".", name);
 }
 
+/* ktune-explain, beside this program: 0, or -1 (err set) naming the target that builds it, which
+ * `--target ktune` alone does not. */
+static int explain_program(char *out, size_t size, ktune_err *err)
+{
+    program_beside("ktune-explain", out, size);
+    if (access(out, X_OK) == 0)
+        return 0;
+    return ktune_fail(err, "%s: %s; build the target ktune-explain (the library's selection, "
+                           "which explain, bench with named keys and the selection cost run)",
+                      out, strerror(errno));
+}
+
 static void default_worker(const options *o, const ktune_space *s, char *out, size_t size)
 {
     char name[KTUNE_NAME_MAX + 16];
@@ -1248,7 +1260,11 @@ static int cmd_explain(const options *o, const ktune_space *s)
                                o->device);
     }
     char program[4096], sms_text[16], cc_text[16];
-    program_beside("ktune-explain", program, sizeof program);
+    ktune_err err;
+    if (explain_program(program, sizeof program, &err)) {
+        fprintf(stderr, "ktune: %s\n", err.msg);
+        return KTUNE_EXIT_FAILED;
+    }
     snprintf(sms_text, sizeof sms_text, "%d", sms);
     snprintf(cc_text, sizeof cc_text, "%d", cc);
     char *args[] = {program, (char *)s->family, (char *)o->positionals[1], "--device",
@@ -1284,7 +1300,8 @@ static int library_choices(void *ctx, const ktune_hello *dev, int n, const ktune
         ktune_fail(err, "bench: %s: write failed", path);
         goto done;
     }
-    program_beside("ktune-explain", program, sizeof program);
+    if (explain_program(program, sizeof program, err))
+        goto done;
     snprintf(sms, sizeof sms, "%d", dev->sms);
     snprintf(cc, sizeof cc, "%d", dev->cc);
     snprintf(threads, sizeof threads, "%d", dev->max_threads);
@@ -1334,16 +1351,26 @@ done:
  * this program, linked with the library), after the bench's table. */
 static void selection_cost_print(const ktune_space *s)
 {
-    char program[4096], command[4200];
-    program_beside("ktune-explain", program, sizeof program);
-    snprintf(command, sizeof command, "'%s' %s --selection-cost 2>&1", program, s->family);
+    char program[4096];
+    ktune_buf text = {0};
+    ktune_err err;
+    int status = -1;
+    char *const args[] = {program, (char *)s->family, "--selection-cost", NULL};
     fflush(stdout);
-    FILE *p = popen(command, "r");
-    char line[512];
-    while (p && fgets(line, sizeof line, p))
-        printf("ktune: %s", line);
-    if (!p || pclose(p) != 0)
-        printf("ktune: the host cost of a selection was not measured (%s)\n", command);
+    const int ran = explain_program(program, sizeof program, &err) == 0 &&
+                    ktune_run_capture(args, &text, &status, &err) == 0;
+    if (ran && status == 0) {
+        for (char *line = text.data, *next; line && *line; line = next) {
+            next = strchr(line, '\n');
+            if (next)
+                *next++ = '\0';
+            printf("ktune: %s\n", line);
+        }
+    } else {
+        printf("ktune: the host cost of a selection was not measured (%s)\n",
+               ran ? "ktune-explain --selection-cost failed" : err.msg);
+    }
+    ktune_buf_free(&text);
 }
 
 static int cmd_expand(const options *o, const ktune_space *s)
