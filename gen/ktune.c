@@ -626,7 +626,7 @@ static int explain_program(char *out, size_t size, ktune_err *err)
     if (access(out, X_OK) == 0)
         return 0;
     return ktune_fail(err, "%s: %s; build the target ktune-explain (the library's selection, "
-                           "which explain, bench with named keys and the selection cost run)",
+                           "which explain and bench with named keys report)",
                       out, strerror(errno));
 }
 
