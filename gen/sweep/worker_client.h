@@ -100,9 +100,9 @@ void ktune_worker_stop(ktune_worker *w);
  * worker's history picks; a worker that measured nothing before gives the same request the same
  * contexts in every process (README: What a recorded time means). a->entries follow configs; a
  * config the check finds wrong or failing leaves a->status OK and its entry's status not, and
- * nothing timed. *kind as ktune_worker_call's; the worker's start is added to *start_s (where
- * start_s is not NULL). -1 (err
- * set) when the worker does not start or the request cannot be sent. */
+ * nothing timed. *kind as ktune_worker_call's; the worker's start is added to *start_s where
+ * start_s is not NULL. -1 (err set) when the worker does not start or the request cannot be
+ * sent. */
 int ktune_worker_measure_alone(const ktune_worker_opts *opts, int nkey, const int64_t *key,
                                const char *const *configs, int n, double timeout_s,
                                ktune_answer *a, ktune_reply_kind *kind, double *start_s,
