@@ -266,12 +266,16 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     /* int8: one set of accumulators, the stages' multiplies chained on it. fp8: the tensor cores
      * keep fewer bits of a sum than fp32 does, so each stage's sums (128 k) are added into fp32
      * totals, as cuBLASLt does unless told to accumulate fast, once that stage's multiplies are
-     * done. Nothing of a stage stays in flight into the next: where sums are read in a later
-     * iteration than the one that issued their multiplies, ptxas serializes every multiply of the
-     * kernel (its warning C7514), which a second set taking alternate stages did. */
+     * done. Where the registers hold a second set (PAIRS: at most 64 accumulators a set), the
+     * stages are taken two at a time, the second's multiplies issued before the first's sums are
+     * added, so that the tensor cores work while the consumer adds. Nothing stays in flight from
+     * one iteration into the next: where sums are read in a later iteration than the one that
+     * issued their multiplies, ptxas serializes every multiply of the kernel (its warning C7514). */
     constexpr bool PROMOTE = !std::is_same<Q, int8_t>::value;
+    constexpr bool PAIRS = PROMOTE && FM * BN / 2 <= 64;
     acc_t d[FM][BN / 2];
     float total[PROMOTE ? FM : 1][PROMOTE ? BN / 2 : 1];
+    acc_t second[PAIRS ? FM : 1][PAIRS ? BN / 2 : 1];
     int s = 0, phase = 0;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int tm, tn;
@@ -297,24 +301,53 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 #pragma unroll
                 for (int i = 0; i < BN / 2; i++)
                     d[f][i] = 0;
+        /* the consumer's rows of stage s's slice of A, and the slice of W */
+        const auto a_tile = [&](int stage) {
+            return smem_addr(ring_a + stage * A_BYTES) + consumer * WM * 128;
+        };
+        const auto b_tile = [&](int stage) { return smem_addr(ring_w + stage * W_BYTES); };
         int released = -1; /* the stage whose multiplies may still be in flight */
-        for (int kt = kt0; kt < kt1; kt++) {
-            const int j = kt - kt0; /* the stage's place in this block's share */
-            barrier_wait(&full[s], phase);
-            const uint32_t a_tile = smem_addr(ring_a + s * A_BYTES) + consumer * WM * 128,
-                           b_tile = smem_addr(ring_w + s * W_BYTES);
-            if constexpr (PROMOTE) {
-                qwgmma_slice<Q, BN, FM>(d, a_tile, b_tile, true);
-                wgmma_wait<0>();
-                qwgmma_promote<FM, BN>(total, d);
-            } else {
-                qwgmma_slice<Q, BN, FM>(d, a_tile, b_tile, j == 0);
-                wgmma_wait<1>();
+        if constexpr (PROMOTE) {
+            for (int kt = kt0; kt < kt1;) {
+                const int first = s;
+                barrier_wait(&full[s], phase);
+                qwgmma_slice<Q, BN, FM>(d, a_tile(s), b_tile(s), true);
+                ring_next<STAGES>(s, phase);
+                bool paired = false;
+                if constexpr (PAIRS) {
+                    if (kt + 1 < kt1) {
+                        barrier_wait(&full[s], phase);
+                        qwgmma_slice<Q, BN, FM>(second, a_tile(s), b_tile(s), true);
+                        wgmma_wait<1>();
+                        qwgmma_promote<FM, BN>(total, d);
+                        if (tid == 0)
+                            barrier_arrive(&empty[first]);
+                        wgmma_wait<0>();
+                        qwgmma_promote<FM, BN>(total, second);
+                        if (tid == 0)
+                            barrier_arrive(&empty[s]);
+                        ring_next<STAGES>(s, phase);
+                        paired = true;
+                    }
+                }
+                if (!paired) {
+                    wgmma_wait<0>();
+                    qwgmma_promote<FM, BN>(total, d);
+                    if (tid == 0)
+                        barrier_arrive(&empty[first]);
+                }
+                kt += paired ? 2 : 1;
             }
-            if (released >= 0 && tid == 0)
-                barrier_arrive(&empty[released]);
-            released = s;
-            ring_next<STAGES>(s, phase);
+        } else {
+            for (int kt = kt0; kt < kt1; kt++) {
+                barrier_wait(&full[s], phase);
+                qwgmma_slice<Q, BN, FM>(d, a_tile(s), b_tile(s), kt == kt0);
+                wgmma_wait<1>();
+                if (released >= 0 && tid == 0)
+                    barrier_arrive(&empty[released]);
+                released = s;
+                ring_next<STAGES>(s, phase);
+            }
         }
         wgmma_wait<0>();
 #pragma unroll
