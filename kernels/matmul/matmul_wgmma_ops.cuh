@@ -316,14 +316,16 @@ __device__ __forceinline__ void barrier_wait(uint64_t *bar, int parity)
     } while (!done);
 }
 
-/* A barrier of the 128 threads of consumer warpgroup `consumer` (0 or 1): named barrier 1 or 2,
- * as 0 is __syncthreads. Immediate ids, so that the kernel holds three barriers, not all 16. */
+/* A barrier of the 128 threads of consumer warpgroup `consumer` (0, 1 or 2): named barrier 1, 2
+ * or 3, as 0 is __syncthreads. Immediate ids, so that a kernel holds only the barriers it uses. */
 __device__ __forceinline__ void warpgroup_sync(int consumer)
 {
     if (consumer == 0)
         asm volatile("bar.sync 1, 128;\n" ::: "memory");
-    else
+    else if (consumer == 1)
         asm volatile("bar.sync 2, 128;\n" ::: "memory");
+    else
+        asm volatile("bar.sync 3, 128;\n" ::: "memory");
 }
 
 /* Makes this thread's shared-memory writes visible to TMA (the asynchronous proxy). */

@@ -17,7 +17,8 @@
  *
  * Persistent blocks of CONSUMERS + 1 warpgroups take BM x BN tiles of C in grouped order;
  * warpgroup 0 produces (TMA copies of 128-wide k slices of A and W into a STAGES-deep ring), the
- * consumers multiply, each over BM / CONSUMERS rows. Tails in m, n and k: TMA fills parts of a box
+ * consumers multiply, each over BM / CONSUMERS rows (three consumers of 64 rows make 192-row
+ * tiles, whose multiplies keep the tensor cores busy while one consumer adds fp8 sums). Tails in m, n and k: TMA fills parts of a box
  * outside the matrix with zeros; the stores skip them. TMA needs 16-byte aligned rows: k % 16 ==
  * 0 and 16-byte aligned A and W (the family's rules). */
 #pragma once
@@ -208,7 +209,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     using acc_t = typename accumulator<Q>::type;
     constexpr int WM = BM / CONSUMERS, FM = WM / 64; /* a consumer's rows, in 64-row pieces */
     static_assert(WM % 64 == 0 && FM * BN / 2 <= 128, "64-row pieces, at most 128 accumulators");
-    static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
+    static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "one to three consumer warpgroups");
+    static_assert(CONSUMERS < 3 || FM * BN / 2 <= 64, "three consumers: 64 accumulators a thread");
     static_assert(SPLIT == 1 || (size_t)STAGES * (BM + BN) * QWGMMA_BK >= (size_t)BM * BN * 4,
                   "a split's tile of partial sums takes the ring's place");
 #ifdef KTUNE_WGMMA_DEVICE
@@ -257,8 +259,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         return;
     }
 
+    /* the producer keeps 40 registers a thread, the consumers share the rest of the 64 K */
     if constexpr (CONSUMERS > 1)
-        registers_raise<232>();
+        registers_raise<CONSUMERS == 2 ? 232 : 152>();
     const int consumer = warpgroup - 1;
     const int warp = tid / 32, lane = tid % 32;
     float *const epi = epi_all + consumer * EPI; /* w_scale[BN], bias[BN], a_scale[WM] */
@@ -266,13 +269,15 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     /* int8: one set of accumulators, the stages' multiplies chained on it. fp8: the tensor cores
      * keep fewer bits of a sum than fp32 does, so each stage's sums (128 k) are added into fp32
      * totals, as cuBLASLt does unless told to accumulate fast, once that stage's multiplies are
-     * done. Where the registers hold a second set (PAIRS: at most 64 accumulators a set), the
-     * stages are taken two at a time, the second's multiplies issued before the first's sums are
-     * added, so that the tensor cores work while the consumer adds. Nothing stays in flight from
-     * one iteration into the next: where sums are read in a later iteration than the one that
-     * issued their multiplies, ptxas serializes every multiply of the kernel (its warning C7514). */
+     * done. Where the registers hold a second set (PAIRS: at most 64 accumulators a set, one or
+     * two consumers), the stages are taken two at a time, the second's multiplies issued before
+     * the first's sums are added, so that the tensor cores work while the consumer adds; three
+     * consumers (152 registers a thread) have no room for it, and keep the tensor cores busy with
+     * the other two's multiplies instead. Nothing stays in flight from one iteration into the
+     * next: where sums are read in a later iteration than the one that issued their multiplies,
+     * ptxas serializes every multiply of the kernel (its warning C7514). */
     constexpr bool PROMOTE = !std::is_same<Q, int8_t>::value;
-    constexpr bool PAIRS = PROMOTE && FM * BN / 2 <= 64;
+    constexpr bool PAIRS = PROMOTE && CONSUMERS < 3 && FM * BN / 2 <= 64;
     acc_t d[FM][BN / 2];
     float total[PROMOTE ? FM : 1][PROMOTE ? BN / 2 : 1];
     acc_t second[PAIRS ? FM : 1][PAIRS ? BN / 2 : 1];
