@@ -8,6 +8,7 @@
 #include "qmatmul_decode.cuh"
 #include "qmatmul_mma.cuh"
 #include "qmatmul_space.h"
+#include "qmatmul_wgemv.cuh"
 #include "qmatmul_wgmma.cuh"
 
 namespace ktune_qmatmul_impl {
@@ -61,3 +62,5 @@ typedef cudaError_t ktune__qmatmul_launch_t(const void *a, const void *w, void *
 #define KTUNE_QMATMUL_DEFINE_WGMMA(fn, combos, bm, bn, consumers, stages, split)                   \
     KTUNE_QMATMUL_DEFINE_(fn, combos,                                                              \
                           ktune_qmatmul_impl::qwgmma_launcher<bm, bn, consumers, stages, split>)
+#define KTUNE_QMATMUL_DEFINE_WGEMV(fn, combos, bm, bn, stages, split)                             \
+    KTUNE_QMATMUL_DEFINE_(fn, combos, ktune_qmatmul_impl::qwgemv_launcher<bm, bn, stages, split>)

@@ -90,6 +90,9 @@ __device__ __forceinline__ float qwgmma_epilogue_input(const ktune_qmatmul_epilo
     KTUNE_QWGMMA_V8(C, i), KTUNE_QWGMMA_V8(C, i + 8), KTUNE_QWGMMA_V8(C, i + 16),                  \
         KTUNE_QWGMMA_V8(C, i + 24)
 /* the N / 2 accumulators of an m64nN multiply, each bound with constraint C */
+#define KTUNE_QWGMMA_D8(C) KTUNE_QWGMMA_V4(C, 0)
+#define KTUNE_QWGMMA_D16(C) KTUNE_QWGMMA_V8(C, 0)
+#define KTUNE_QWGMMA_D32(C) KTUNE_QWGMMA_V8(C, 0), KTUNE_QWGMMA_V8(C, 8)
 #define KTUNE_QWGMMA_D64(C) KTUNE_QWGMMA_V32(C, 0)
 #define KTUNE_QWGMMA_D128(C) KTUNE_QWGMMA_V32(C, 0), KTUNE_QWGMMA_V32(C, 32)
 #define KTUNE_QWGMMA_D256(C)                                                                       \
@@ -120,21 +123,33 @@ __device__ __forceinline__ void wgmma_m64k32(typename accumulator<Q>::type (&d)[
 {
 #ifdef KTUNE_WGMMA_DEVICE
     if constexpr (std::is_same<Q, int8_t>::value) {
-        if constexpr (N == 64)
+        if constexpr (N == 8)
+            KTUNE_QWGMMA_S8(8, 4, 5, 6);
+        else if constexpr (N == 16)
+            KTUNE_QWGMMA_S8(16, 8, 9, 10);
+        else if constexpr (N == 32)
+            KTUNE_QWGMMA_S8(32, 16, 17, 18);
+        else if constexpr (N == 64)
             KTUNE_QWGMMA_S8(64, 32, 33, 34);
         else if constexpr (N == 128)
             KTUNE_QWGMMA_S8(128, 64, 65, 66);
         else {
-            static_assert(N == 256, "N of 64, 128 or 256");
+            static_assert(N == 256, "N of 8, 16, 32, 64, 128 or 256");
             KTUNE_QWGMMA_S8(256, 128, 129, 130);
         }
     } else {
-        if constexpr (N == 64)
+        if constexpr (N == 8)
+            KTUNE_QWGMMA_E4M3(8, 4, 5, 6);
+        else if constexpr (N == 16)
+            KTUNE_QWGMMA_E4M3(16, 8, 9, 10);
+        else if constexpr (N == 32)
+            KTUNE_QWGMMA_E4M3(32, 16, 17, 18);
+        else if constexpr (N == 64)
             KTUNE_QWGMMA_E4M3(64, 32, 33, 34);
         else if constexpr (N == 128)
             KTUNE_QWGMMA_E4M3(128, 64, 65, 66);
         else {
-            static_assert(N == 256, "N of 64, 128 or 256");
+            static_assert(N == 256, "N of 8, 16, 32, 64, 128 or 256");
             KTUNE_QWGMMA_E4M3(256, 128, 129, 130);
         }
     }
@@ -150,6 +165,9 @@ __device__ __forceinline__ void wgmma_m64k32(typename accumulator<Q>::type (&d)[
 #undef KTUNE_QWGMMA_D256
 #undef KTUNE_QWGMMA_D128
 #undef KTUNE_QWGMMA_D64
+#undef KTUNE_QWGMMA_D32
+#undef KTUNE_QWGMMA_D16
+#undef KTUNE_QWGMMA_D8
 #undef KTUNE_QWGMMA_V32
 #undef KTUNE_QWGMMA_V8
 #undef KTUNE_QWGMMA_V4

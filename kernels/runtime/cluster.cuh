@@ -79,12 +79,12 @@ template <int BLOCKS> __device__ __forceinline__ void sync_split()
 }
 
 /* p[i] summed over the shared memory of the cluster's BLOCKS blocks (block 0 first), or p[i]
- * itself where BLOCKS is 1: the partial sums of a tile split over a cluster. */
-template <int BLOCKS> __device__ __forceinline__ float sum_split(float *p, int i)
+ * itself where BLOCKS is 1: the partial sums (of type A) of a tile split over a cluster. */
+template <int BLOCKS, typename A> __device__ __forceinline__ A sum_split(A *p, int i)
 {
     if constexpr (BLOCKS == 1)
         return p[i];
-    float s = 0;
+    A s = 0;
 #pragma unroll
     for (int q = 0; q < BLOCKS; q++)
         s += map(p, q)[i];
