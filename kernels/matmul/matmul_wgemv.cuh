@@ -61,6 +61,43 @@ template <int BN, int BM> struct column_tiles {
     }
 };
 
+#ifdef KTUNE_WGMMA_DEVICE
+/* Set up by one thread of a wgemv block before the block meets: the ring's barriers (one
+ * arrival a phase each: the producer's on "full", with the bytes TMA brings, the consumers' on
+ * "empty") and a prefetch of the two TMA descriptors. */
+template <int STAGES>
+__device__ __forceinline__ void wgemv_ring_init(uint64_t *full, uint64_t *empty,
+                                                const CUtensorMap *map_w, const CUtensorMap *map_a)
+{
+    tma_descriptor_prefetch(map_w);
+    tma_descriptor_prefetch(map_a);
+    for (int s = 0; s < STAGES; s++) {
+        barrier_init(&full[s], 1);
+        barrier_init(&empty[s], 1);
+    }
+    barrier_init_fence();
+}
+
+/* The producer of a wgemv block (one thread): slices kt_begin .. kt_end - 1 of k (SLICE elements,
+ * 128 bytes, each) of W's rows w_row0 .. and A's rows a_row0 .. by TMA into the STAGES-deep
+ * ring, each stage once the consumers have freed it. */
+template <int STAGES, int SLICE, uint32_t W_BYTES, uint32_t A_BYTES>
+__device__ __forceinline__ void wgemv_produce(unsigned char *ring_w, unsigned char *ring_a,
+                                              const CUtensorMap *map_w, const CUtensorMap *map_a,
+                                              uint64_t *full, uint64_t *empty, int kt_begin,
+                                              int kt_end, int w_row0, int a_row0)
+{
+    int s = 0, phase = 0;
+    for (int kt = kt_begin; kt < kt_end; kt++) {
+        barrier_wait(&empty[s], phase ^ 1); /* the consumers are done with the stage */
+        barrier_expect(&full[s], W_BYTES + A_BYTES);
+        tma_load(ring_w + s * W_BYTES, map_w, kt * SLICE, w_row0, &full[s]);
+        tma_load(ring_a + s * A_BYTES, map_a, kt * SLICE, a_row0, &full[s]);
+        ring_next<STAGES>(s, phase);
+    }
+}
+#endif
+
 template <typename T, int BM, int BN, int STAGES, int SPLIT, typename Tiles>
 __global__ void __launch_bounds__(160)
     wgemv_kernel(const __grid_constant__ CUtensorMap map_w,
@@ -88,15 +125,8 @@ __global__ void __launch_bounds__(160)
     const int kt_end = (int)((int64_t)ktiles * (split + 1) / SPLIT);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-    if (threadIdx.x == 128) { /* the producer's lane, while warp 0 prepares */
-        tma_descriptor_prefetch(&map_w);
-        tma_descriptor_prefetch(&map_a);
-        for (int s = 0; s < STAGES; s++) {
-            barrier_init(&full[s], 1);
-            barrier_init(&empty[s], 1);
-        }
-        barrier_init_fence();
-    }
+    if (threadIdx.x == 128) /* the producer's lane, while warp 0 prepares */
+        wgemv_ring_init<STAGES>(full, empty, &map_w, &map_a);
     __syncthreads();
     /* a cluster's blocks share blockIdx.x, so they leave together */
     if ((int)blockIdx.x >= order.count())
@@ -106,16 +136,10 @@ __global__ void __launch_bounds__(160)
 
     float d[FM][BN / 2] = {};
     if (warp == 4) { /* the producer */
-        if (lane == 0) {
-            int s = 0, phase = 0;
-            for (int kt = kt_begin; kt < kt_end; kt++) {
-                barrier_wait(&empty[s], phase ^ 1); /* the consumers are done with the stage */
-                barrier_expect(&full[s], W_BYTES + A_BYTES);
-                tma_load(ring_w + s * W_BYTES, &map_w, kt * WGMMA_BK, at.w_row0, &full[s]);
-                tma_load(ring_a + s * A_BYTES, &map_a, kt * WGMMA_BK, at.row0, &full[s]);
-                ring_next<STAGES>(s, phase);
-            }
-        }
+        if (lane == 0)
+            wgemv_produce<STAGES, WGMMA_BK, W_BYTES, A_BYTES>(ring_w, ring_a, &map_w, &map_a, full,
+                                                              empty, kt_begin, kt_end, at.w_row0,
+                                                              at.row0);
     } else { /* the consumer warpgroup */
         int s = 0, phase = 0, released = -1; /* released: the stage whose multiplies are in flight */
         for (int kt = kt_begin; kt < kt_end; kt++) {

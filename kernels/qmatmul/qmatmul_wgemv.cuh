@@ -62,15 +62,8 @@ __global__ void __launch_bounds__(160)
     const int kt_end = (int)((int64_t)ktiles * (split + 1) / SPLIT);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-    if (threadIdx.x == 128) { /* the producer's lane */
-        tma_descriptor_prefetch(&map_w);
-        tma_descriptor_prefetch(&map_a);
-        for (int s = 0; s < STAGES; s++) {
-            barrier_init(&full[s], 1);
-            barrier_init(&empty[s], 1);
-        }
-        barrier_init_fence();
-    }
+    if (threadIdx.x == 128) /* the producer's lane */
+        wgemv_ring_init<STAGES>(full, empty, &map_w, &map_a);
     __syncthreads();
     /* a cluster's blocks share blockIdx.x, so they leave together */
     if ((int)blockIdx.x >= order.count())
@@ -79,16 +72,10 @@ __global__ void __launch_bounds__(160)
     const int m = min(at.row_end - at.row0, BN), n0 = at.col0;
 
     if (warp == 4) { /* the producer */
-        if (lane == 0) {
-            int s = 0, phase = 0;
-            for (int kt = kt_begin; kt < kt_end; kt++) {
-                barrier_wait(&empty[s], phase ^ 1); /* the consumers are done with the stage */
-                barrier_expect(&full[s], W_BYTES + A_BYTES);
-                tma_load(ring_w + s * W_BYTES, &map_w, kt * QWGMMA_BK, at.w_row0, &full[s]);
-                tma_load(ring_a + s * A_BYTES, &map_a, kt * QWGMMA_BK, at.row0, &full[s]);
-                ring_next<STAGES>(s, phase);
-            }
-        }
+        if (lane == 0)
+            wgemv_produce<STAGES, QWGMMA_BK, W_BYTES, A_BYTES>(ring_w, ring_a, &map_w, &map_a, full,
+                                                               empty, kt_begin, kt_end, at.w_row0,
+                                                               at.row0);
     } else { /* the consumer warpgroup */
         acc_t d[FM][BN / 2] = {};
         float total[PROMOTE ? FM : 1][PROMOTE ? BN / 2 : 1] = {};

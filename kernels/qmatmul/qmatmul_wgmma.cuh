@@ -122,37 +122,28 @@ __device__ __forceinline__ void wgmma_m64k32(typename accumulator<Q>::type (&d)[
                                              uint64_t db, int accumulate)
 {
 #ifdef KTUNE_WGMMA_DEVICE
-    if constexpr (std::is_same<Q, int8_t>::value) {
-        if constexpr (N == 8)
-            KTUNE_QWGMMA_S8(8, 4, 5, 6);
-        else if constexpr (N == 16)
-            KTUNE_QWGMMA_S8(16, 8, 9, 10);
-        else if constexpr (N == 32)
-            KTUNE_QWGMMA_S8(32, 16, 17, 18);
-        else if constexpr (N == 64)
-            KTUNE_QWGMMA_S8(64, 32, 33, 34);
-        else if constexpr (N == 128)
-            KTUNE_QWGMMA_S8(128, 64, 65, 66);
-        else {
-            static_assert(N == 256, "N of 8, 16, 32, 64, 128 or 256");
-            KTUNE_QWGMMA_S8(256, 128, 129, 130);
-        }
-    } else {
-        if constexpr (N == 8)
-            KTUNE_QWGMMA_E4M3(8, 4, 5, 6);
-        else if constexpr (N == 16)
-            KTUNE_QWGMMA_E4M3(16, 8, 9, 10);
-        else if constexpr (N == 32)
-            KTUNE_QWGMMA_E4M3(32, 16, 17, 18);
-        else if constexpr (N == 64)
-            KTUNE_QWGMMA_E4M3(64, 32, 33, 34);
-        else if constexpr (N == 128)
-            KTUNE_QWGMMA_E4M3(128, 64, 65, 66);
-        else {
-            static_assert(N == 256, "N of 8, 16, 32, 64, 128 or 256");
-            KTUNE_QWGMMA_E4M3(256, 128, 129, 130);
-        }
+/* OP(N, ...) for the template's N, its operand numbers after the N / 2 accumulators */
+#define KTUNE_QWGMMA_ANY_N(OP)                                                                     \
+    if constexpr (N == 8)                                                                          \
+        OP(8, 4, 5, 6);                                                                            \
+    else if constexpr (N == 16)                                                                    \
+        OP(16, 8, 9, 10);                                                                          \
+    else if constexpr (N == 32)                                                                    \
+        OP(32, 16, 17, 18);                                                                        \
+    else if constexpr (N == 64)                                                                    \
+        OP(64, 32, 33, 34);                                                                        \
+    else if constexpr (N == 128)                                                                   \
+        OP(128, 64, 65, 66);                                                                       \
+    else {                                                                                         \
+        static_assert(N == 256, "N of 8, 16, 32, 64, 128 or 256");                                 \
+        OP(256, 128, 129, 130);                                                                    \
     }
+    if constexpr (std::is_same<Q, int8_t>::value) {
+        KTUNE_QWGMMA_ANY_N(KTUNE_QWGMMA_S8)
+    } else {
+        KTUNE_QWGMMA_ANY_N(KTUNE_QWGMMA_E4M3)
+    }
+#undef KTUNE_QWGMMA_ANY_N
 #else
     (void)d, (void)da, (void)db, (void)accumulate;
 #endif
