@@ -18,9 +18,9 @@
  * Persistent blocks of CONSUMERS + 1 warpgroups take BM x BN tiles of C in grouped order;
  * warpgroup 0 produces (TMA copies of 128-wide k slices of A and W into a STAGES-deep ring), the
  * consumers multiply, each over BM / CONSUMERS rows (three consumers of 64 rows make 192-row
- * tiles, whose multiplies keep the tensor cores busy while one consumer adds fp8 sums). Tails in m, n and k: TMA fills parts of a box
- * outside the matrix with zeros; the stores skip them. TMA needs 16-byte aligned rows: k % 16 ==
- * 0 and 16-byte aligned A and W (the family's rules). */
+ * tiles, whose multiplies keep the tensor cores busy while one consumer adds fp8 sums). Tails in
+ * m, n and k: TMA fills parts of a box outside the matrix with zeros; the stores skip them. TMA
+ * needs 16-byte aligned rows: k % 16 == 0 and 16-byte aligned A and W (the family's rules). */
 #pragma once
 
 #include <cudaTypedefs.h> /* PFN_cuTensorMapEncodeTiled */
