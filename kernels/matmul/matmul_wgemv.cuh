@@ -96,6 +96,27 @@ __device__ __forceinline__ void wgemv_produce(unsigned char *ring_w, unsigned ch
         ring_next<STAGES>(s, phase);
     }
 }
+
+/* A consumer warpgroup's sums into the block's partial tile (BM rows of W a column, stored
+ * [column][row]): sum(f, i) is accumulator i of its 64-row piece f of W, in wgmma's layout (the
+ * caller has fenced the registers it reads). */
+template <int FM, int BN, int BM, typename A, typename Sum>
+__device__ __forceinline__ void wgemv_store_part(A *part, Sum sum, int warp, int lane)
+{
+#pragma unroll
+    for (int f = 0; f < FM; f++) {
+        /* rows f * 64 + 16 warp + lane / 4 (+ 8) of W, columns 8 j + 2 (lane % 4) (+ 1) */
+        const int r = f * 64 + warp * 16 + lane / 4;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+            const int col = j * 8 + 2 * (lane % 4);
+            part[col * BM + r] = sum(f, 4 * j);
+            part[(col + 1) * BM + r] = sum(f, 4 * j + 1);
+            part[col * BM + r + 8] = sum(f, 4 * j + 2);
+            part[(col + 1) * BM + r + 8] = sum(f, 4 * j + 3);
+        }
+    }
+}
 #endif
 
 template <typename T, int BM, int BN, int STAGES, int SPLIT, typename Tiles>
@@ -154,19 +175,9 @@ __global__ void __launch_bounds__(160)
         }
         wgmma_wait<0>();
 #pragma unroll
-        for (int f = 0; f < FM; f++) {
+        for (int f = 0; f < FM; f++)
             wgmma_fence_registers(d[f]);
-            /* d[f]: rows f * 64 + 16 warp + lane / 4 (+ 8) of W, columns 8 j + 2 (lane % 4) (+ 1) */
-            const int r = f * 64 + warp * 16 + lane / 4;
-#pragma unroll
-            for (int j = 0; j < BN / 8; j++) {
-                const int col = j * 8 + 2 * (lane % 4);
-                part[col * BM + r] = d[f][4 * j];
-                part[(col + 1) * BM + r] = d[f][4 * j + 1];
-                part[col * BM + r + 8] = d[f][4 * j + 2];
-                part[(col + 1) * BM + r + 8] = d[f][4 * j + 3];
-            }
-        }
+        wgemv_store_part<FM, BN, BM>(part, [&](int f, int i) { return d[f][i]; }, warp, lane);
     }
 
     const int begin = TILE * split / SPLIT, end = TILE * (split + 1) / SPLIT;

@@ -100,25 +100,17 @@ __global__ void __launch_bounds__(160)
         }
         wgmma_wait<0>();
 #pragma unroll
-        for (int f = 0; f < FM; f++) {
+        for (int f = 0; f < FM; f++)
             wgmma_fence_registers(d[f]);
-            /* d[f]: rows f * 64 + 16 warp + lane / 4 (+ 8) of W, columns 8 j + 2 (lane % 4) (+ 1) */
-            const int r = f * 64 + warp * 16 + lane / 4;
-#pragma unroll
-            for (int j = 0; j < BN / 8; j++) {
-                const int col = j * 8 + 2 * (lane % 4);
-                const auto sum = [&](int i) -> acc_t {
-                    if constexpr (PROMOTE)
-                        return total[f][i];
-                    else
-                        return d[f][i];
-                };
-                part[col * BM + r] = sum(4 * j);
-                part[(col + 1) * BM + r] = sum(4 * j + 1);
-                part[col * BM + r + 8] = sum(4 * j + 2);
-                part[(col + 1) * BM + r + 8] = sum(4 * j + 3);
-            }
-        }
+        wgemv_store_part<FM, BN, BM>(
+            part,
+            [&](int f, int i) -> acc_t {
+                if constexpr (PROMOTE)
+                    return total[f][i];
+                else
+                    return d[f][i];
+            },
+            warp, lane);
     }
 
     const int begin = TILE * split / SPLIT, end = TILE * (split + 1) / SPLIT;

@@ -42,15 +42,16 @@ int main(int argc, char **argv)
     const ktune_device devices[3] = {{"H", 132, 90, 1024, 232448, 52428800, 1},
                                      {"H", 132, 90, 1024, 232448, 52428800, 0},
                                      {"A", 108, 80, 1024, 166912, 41943040, 0}};
-    long agree, valid[3 * 6] = {0}, valid_wgmma[3], valid_wgemv[3], valid_mma[3], valid_splitk[3],
-                          valid_tailsplit[3];
+    long agree, valid[3 * KTUNE_MATMUL_VARIANT_COUNT] = {0};
+    long valid_wgmma[3], valid_wgemv[3], valid_mma[3], valid_splitk[3], valid_tailsplit[3];
     CHECK(space_validity_disagreements(&s, ktune__matmul_valid, devices, 3, &agree, valid) == 0);
     for (int dv = 0; dv < 3; dv++) {
-        valid_wgmma[dv] = valid[dv * 6 + KTUNE_MATMUL_VARIANT_WGMMA];
-        valid_wgemv[dv] = valid[dv * 6 + KTUNE_MATMUL_VARIANT_WGEMV];
-        valid_mma[dv] = valid[dv * 6 + KTUNE_MATMUL_VARIANT_MMA];
-        valid_splitk[dv] = valid[dv * 6 + KTUNE_MATMUL_VARIANT_SPLITK];
-        valid_tailsplit[dv] = valid[dv * 6 + KTUNE_MATMUL_VARIANT_TAILSPLIT];
+        const long *v = &valid[dv * KTUNE_MATMUL_VARIANT_COUNT]; /* the device's counts */
+        valid_wgmma[dv] = v[KTUNE_MATMUL_VARIANT_WGMMA];
+        valid_wgemv[dv] = v[KTUNE_MATMUL_VARIANT_WGEMV];
+        valid_mma[dv] = v[KTUNE_MATMUL_VARIANT_MMA];
+        valid_splitk[dv] = v[KTUNE_MATMUL_VARIANT_SPLITK];
+        valid_tailsplit[dv] = v[KTUNE_MATMUL_VARIANT_TAILSPLIT];
     }
     CHECK(valid_wgmma[0] > 0 && valid_wgmma[1] == 0 && valid_wgmma[2] == 0);
     CHECK(valid_wgemv[0] > 0 && valid_wgemv[1] == 0 && valid_wgemv[2] == 0);
