@@ -117,11 +117,13 @@ __global__ void __launch_bounds__(WARPS * 32)
     const int n0 = blockIdx.x * ROWS;
     const int split = SPLIT > 1 ? (int)ktune_cluster::rank() : 0;
     const int64_t groups = (k + 31) / 32;
+    ktune_launch::wait_previous();
     const int64_t g_begin = groups * split / SPLIT, g_end = groups * (split + 1) / SPLIT;
 
     float acc[ROWS / 16][MTILES][4] = {};
     gemv_accumulate<T, ROWS, WARPS, UNROLL, MTILES>(a, w, m, n0, n, k, g_begin, g_end,
                                                     flags & VEC_LOADS, acc);
+    ktune_launch::release_next();
     float *part = red + WARPS * TILE;
     gemv_reduce<ROWS, WARPS, MTILES>(acc, red, part);
     const int begin = TILE * split / SPLIT, end = TILE * (split + 1) / SPLIT;
@@ -152,10 +154,10 @@ template <int ROWS, int WARPS, int UNROLL, int SPLIT, int MTILES> struct gemv_la
         if (m > MTILES * 8)
             return cudaErrorInvalidValue;
         const dim3 grid((unsigned)((n + ROWS - 1) / ROWS), SPLIT);
-        return ktune_launch::launch(gemv_kernel<T, ROWS, WARPS, UNROLL, SPLIT, MTILES>, grid,
-                                    dim3(WARPS * 32), dim3(1, SPLIT, 1), 0, s, (const T *)a,
-                                    (const T *)w, (T *)c, (int)m, (int)n, k,
-                                    layout_flags<T>(a, w, c, n, k));
+        return ktune_launch::launch_overlapped(
+            gemv_kernel<T, ROWS, WARPS, UNROLL, SPLIT, MTILES>, grid, dim3(WARPS * 32),
+            dim3(1, SPLIT, 1), 0, s, (const T *)a, (const T *)w, (T *)c, (int)m, (int)n, k,
+            layout_flags<T>(a, w, c, n, k));
     }
 };
 

@@ -30,6 +30,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     __shared__ float red[(WARPS + 1) * TILE];
     extern __shared__ __align__(16) unsigned char schedule[];
     const tiles_t order(where, schedule);
+    ktune_launch::wait_previous();
     order.prepare();
     __syncthreads();
     const int tiles = order.count(), n = where.n;
@@ -48,6 +49,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     ktune_matmul_impl::gemv_accumulate<T, ROWS, WARPS, UNROLL, MTILES>(
         a + (int64_t)at.row0 * k, w + (int64_t)(at.w_row0 - at.col0) * k, m, at.col0, n, k,
         g_begin, g_end, flags & ktune_matmul_impl::VEC_LOADS, acc);
+    ktune_launch::release_next();
     ktune_matmul_impl::gemv_reduce<ROWS, WARPS, MTILES>(acc, red, part);
     ktune_cluster::sync_split<SPLIT>();
     for (int i = begin + threadIdx.x; i < end; i += WARPS * 32) {
@@ -72,7 +74,7 @@ template <int ROWS, int WARPS, int UNROLL, int MTILES, int SPLIT> struct decode_
             return cudaErrorInvalidValue;
         const typename tiles_t::params where = {pb.offsets, (int)pb.groups, (int)pb.rows,
                                                 (int)pb.n};
-        return ktune_launch::launch(
+        return ktune_launch::launch_overlapped(
             kernel, dim3((unsigned)(bound * SPLIT)), dim3(WARPS * 32), dim3(SPLIT, 1, 1),
             tiles_t::SMEM, s,
             (const T *)pb.a, (const T *)pb.w, (T *)pb.c, where, pb.k,

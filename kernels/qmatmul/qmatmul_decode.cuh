@@ -60,6 +60,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     const int64_t row0 = (int64_t)blockIdx.x * 16 * RTILES; /* the block's first row of W */
     const int slabs = (k + 63) / 64;
     acc_t d[RTILES][MTILES][4] = {};
+    ktune_launch::wait_previous();
 
     /* the rows of W and A this lane reads (clamped inside; out-of-range ones load zeros) */
     const unsigned char *wrow[RTILES][2];
@@ -138,6 +139,7 @@ __global__ void __launch_bounds__(WARPS * 32)
             }
     }
 
+    ktune_launch::release_next();
     /* the warps' sums meet in shared memory, then each thread of the block finishes some:
      * element e is fragment register i of tile (r, mt) of lane l */
     ktune_matmul_impl::warps_sum<acc_t, WARPS, RTILES * MTILES>(
@@ -159,9 +161,10 @@ template <int WARPS, int UNROLL, int MTILES, int RTILES, int CONVERT> struct dec
         if (!std::is_same<Q, int8_t>::value && !device_has_fp8())
             return cudaErrorNotSupported;
         const int64_t blocks = (n + 16 * RTILES - 1) / (16 * RTILES);
-        decode_kernel<Q, O, WARPS, UNROLL, MTILES, RTILES, CONVERT><<<(unsigned)blocks, WARPS * 32, 0, s>>>(
-            (const Q *)a, (const Q *)w, (O *)c, (int)m, (int)n, (int)k, ep);
-        return cudaGetLastError();
+        return ktune_launch::launch_overlapped(
+            decode_kernel<Q, O, WARPS, UNROLL, MTILES, RTILES, CONVERT>, dim3((unsigned)blocks),
+            dim3(WARPS * 32), dim3(1, 1, 1), 0, s, (const Q *)a, (const Q *)w, (O *)c, (int)m,
+            (int)n, (int)k, ep);
     }
 };
 

@@ -157,14 +157,15 @@ bool args_of(const ktune_rpa_problem &p, int bm, int bn, int max_splits, int64_t
 }
 
 /* After an attention launch of a's splits: their merge into the output (none for one split),
- * launched to start while the attention's last blocks run. */
+ * overlapped with the attention's last blocks. */
 template <typename T, int D> cudaError_t merge_splits(const args &a, cudaStream_t s)
 {
     if (a.splits == 1)
         return cudaSuccess;
     const int warps = 8, rows_total = a.total_q * a.q_heads;
-    return ktune_launch::launch_dependent(
-        merge<T, D>, dim3((unsigned)((rows_total + warps - 1) / warps)), dim3(warps * 32), s,
+    return ktune_launch::launch_overlapped(
+        merge<T, D>, dim3((unsigned)((rows_total + warps - 1) / warps)), dim3(warps * 32),
+        dim3(1, 1, 1), 0, s,
         (const float *)a.part_o, (const float *)a.part_lse, static_cast<T *>(a.out), rows_total,
         a.splits);
 }
@@ -197,8 +198,8 @@ template <int WM, int WN, int MT, int BN, int STAGES, int SPLITS> struct launche
         dim3 grid;
         if (!args_of<D>(p, BM, BN, SPLITS, resident, true, &a, &grid))
             return cudaErrorInvalidValue;
-        const cudaError_t e =
-            ktune_launch::launch(kernel, grid, dim3(THREADS), dim3(1, 1, 1), smem, s, a);
+        const cudaError_t e = ktune_launch::launch_overlapped(kernel, grid, dim3(THREADS),
+                                                              dim3(1, 1, 1), smem, s, a);
         return e == cudaSuccess ? merge_splits<T, D>(a, s) : e;
     }
 };

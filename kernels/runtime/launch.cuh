@@ -1,30 +1,100 @@
-/* Launching a kernel with a cluster shape and dynamic shared memory, for every family. */
+/* Launching a kernel with a cluster shape and dynamic shared memory, for every family; and
+ * overlapping a launch with the stream's previous kernel. */
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <stdlib.h>
+#include <string.h>
 
 namespace ktune_launch {
 
-/* A launch configuration, with the cluster dimension in *attr when the cluster holds more than
- * one block. */
-inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, dim3 cluster, size_t smem,
-                                        cudaStream_t s, cudaLaunchAttribute *attr)
+/* Overlapped launches. A kernel launched by launch_overlapped is a programmatic dependent launch
+ * of the stream's previous kernel: its blocks may become resident while that kernel's last blocks
+ * run, and so hide the gap between two kernels (the launch, the blocks' placement, their set-up).
+ * Its contract: every thread calls wait_previous() before its first access to global memory
+ * (reads, since the previous kernel may write what this one reads; writes, since it may read what
+ * this one writes), and the kernel calls release_next() once its blocks have issued the loads of
+ * their main loop, which lets the stream's next kernel, if it is launched the same way, start its
+ * blocks as this one's finish. Both are no-ops in a kernel launched otherwise. */
+__device__ __forceinline__ void wait_previous()
 {
-    const bool clustered = cluster.x * cluster.y * cluster.z > 1;
-    attr->id = cudaLaunchAttributeClusterDimension;
-    attr->val.clusterDim.x = cluster.x;
-    attr->val.clusterDim.y = cluster.y;
-    attr->val.clusterDim.z = cluster.z;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void release_next()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* Whether launches on the current device overlap: compute capability 9.0 or later (earlier ones
+ * have no programmatic dependent launch), and KTUNE_OVERLAP not "0" in the environment (read
+ * once a process; asked once a device and kept). */
+inline bool overlap_allowed()
+{
+    constexpr int max_devices = 64;
+    static std::atomic<int> known[max_devices]; /* 0: not asked yet, 1: no, 2: yes */
+    static const bool disabled = [] {
+        const char *v = getenv("KTUNE_OVERLAP");
+        return v && strcmp(v, "0") == 0;
+    }();
+    if (disabled)
+        return false;
+    int device = 0, major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || device < 0)
+        return false;
+    int answer = device < max_devices ? known[device].load(std::memory_order_relaxed) : 0;
+    if (answer == 0) {
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) !=
+            cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        answer = major >= 9 ? 2 : 1;
+        if (device < max_devices)
+            known[device].store(answer, std::memory_order_relaxed);
+    }
+    return answer == 2;
+}
+
+/* A launch configuration: the cluster dimension where the cluster holds more than one block,
+ * then `extra` where given, in attrs[2]. */
+inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, dim3 cluster, size_t smem,
+                                        cudaStream_t s, cudaLaunchAttribute (&attrs)[2],
+                                        const cudaLaunchAttribute *extra = nullptr)
+{
     cudaLaunchConfig_t config = {};
     config.gridDim = grid;
     config.blockDim = block;
     config.dynamicSmemBytes = smem;
     config.stream = s;
-    config.attrs = clustered ? attr : nullptr;
-    config.numAttrs = clustered ? 1 : 0;
+    config.attrs = attrs;
+    config.numAttrs = 0;
+    if (cluster.x * cluster.y * cluster.z > 1) {
+        cudaLaunchAttribute &a = attrs[config.numAttrs++];
+        a = {};
+        a.id = cudaLaunchAttributeClusterDimension;
+        a.val.clusterDim.x = cluster.x;
+        a.val.clusterDim.y = cluster.y;
+        a.val.clusterDim.z = cluster.z;
+    }
+    if (extra)
+        attrs[config.numAttrs++] = *extra;
     return config;
+}
+
+/* The attribute of an overlapped launch. */
+inline cudaLaunchAttribute overlap_attribute()
+{
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    return attr;
 }
 
 /* The function attributes a launch of kernel needs: the dynamic shared memory limit, and
@@ -40,53 +110,44 @@ cudaError_t set_attributes(void (*kernel)(Params...), unsigned ctas, size_t smem
     return e;
 }
 
-/* Launches kernel on grid x block with cluster dimensions `cluster` (1x1x1: no cluster) and smem
- * bytes of dynamic shared memory. Sets the function attributes a launch needs first. A launch
- * error is returned and cleared, so that the next launch does not report it again. */
+/* Launches kernel on grid x block with cluster dimensions `cluster` (1x1x1: no cluster), smem
+ * bytes of dynamic shared memory and the launch attribute *extra where given. Sets the function
+ * attributes a launch needs first. A launch error is returned and cleared, so that the next launch
+ * does not report it again. */
 template <typename... Params, typename... Args>
-cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluster, size_t smem,
-                   cudaStream_t s, Args... args)
+cudaError_t launch_attributed(const cudaLaunchAttribute *extra, void (*kernel)(Params...),
+                              dim3 grid, dim3 block, dim3 cluster, size_t smem, cudaStream_t s,
+                              Args... args)
 {
     const unsigned ctas = cluster.x * cluster.y * cluster.z;
     cudaError_t e = set_attributes(kernel, ctas, smem);
     if (e != cudaSuccess)
         return e;
-    cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t config = launch_config(grid, block, cluster, smem, s, &attr);
+    cudaLaunchAttribute attrs[2];
+    const cudaLaunchConfig_t config = launch_config(grid, block, cluster, smem, s, attrs, extra);
     e = cudaLaunchKernelEx(&config, kernel, args...);
     if (e != cudaSuccess)
         cudaGetLastError();
     return e;
 }
 
-/* Launches kernel on grid x block with one launch attribute, no dynamic shared memory and no
- * cluster. A launch error is returned and cleared. */
+/* As launch_attributed, with no other attribute. */
 template <typename... Params, typename... Args>
-cudaError_t launch_with(cudaLaunchAttribute attr, void (*kernel)(Params...), dim3 grid, dim3 block,
-                        cudaStream_t s, Args... args)
+cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluster, size_t smem,
+                   cudaStream_t s, Args... args)
 {
-    cudaLaunchAttribute cluster;
-    cudaLaunchConfig_t config = launch_config(grid, block, dim3(1, 1, 1), 0, s, &cluster);
-    config.attrs = &attr;
-    config.numAttrs = 1;
-    const cudaError_t e = cudaLaunchKernelEx(&config, kernel, args...);
-    if (e != cudaSuccess)
-        cudaGetLastError();
-    return e;
+    return launch_attributed(nullptr, kernel, grid, block, cluster, smem, s, args...);
 }
 
-/* Launches kernel on grid x block after the stream's previous kernel as a programmatic
- * dependent launch: its blocks may start while that kernel's last blocks run, and must wait for
- * its memory (griddepcontrol.wait) before reading what it wrote. No dynamic shared memory, no
- * cluster. A launch error is returned and cleared. */
+/* As launch, overlapped with the stream's previous kernel where the device allows it
+ * (overlap_allowed): kernel keeps the contract of wait_previous and release_next. */
 template <typename... Params, typename... Args>
-cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s,
-                             Args... args)
+cudaError_t launch_overlapped(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluster,
+                              size_t smem, cudaStream_t s, Args... args)
 {
-    cudaLaunchAttribute attr = {};
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    return launch_with(attr, kernel, grid, block, s, args...);
+    const cudaLaunchAttribute attr = overlap_attribute();
+    return launch_attributed(overlap_allowed() ? &attr : nullptr, kernel, grid, block, cluster,
+                             smem, s, args...);
 }
 
 /* Launches kernel on grid x block as a cooperative grid: every block resident at once, so that
@@ -99,7 +160,7 @@ cudaError_t launch_cooperative(void (*kernel)(Params...), dim3 grid, dim3 block,
     cudaLaunchAttribute attr = {};
     attr.id = cudaLaunchAttributeCooperative;
     attr.val.cooperative = 1;
-    return launch_with(attr, kernel, grid, block, s, args...);
+    return launch_attributed(&attr, kernel, grid, block, dim3(1, 1, 1), 0, s, args...);
 }
 
 /* How many clusters of `cluster` blocks of `block` threads and smem bytes of dynamic shared memory
@@ -124,8 +185,8 @@ cudaError_t resident_clusters(void (*kernel)(Params...), dim3 block, dim3 cluste
         *count = sms * per_sm;
         return e;
     }
-    cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t config = launch_config(cluster, block, cluster, smem, 0, &attr);
+    cudaLaunchAttribute attrs[2];
+    const cudaLaunchConfig_t config = launch_config(cluster, block, cluster, smem, 0, attrs);
     return cudaOccupancyMaxActiveClusters(count, kernel, &config);
 }
 

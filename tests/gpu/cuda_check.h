@@ -1,4 +1,5 @@
-/* The GPU tests' check of a CUDA call: on an error, print where and what, and exit 1. */
+/* The GPU tests' check of a CUDA call: on an error, print where and what, and exit 1; and the
+ * poison of an output that a kernel overlapped with it must wait for. */
 #pragma once
 
 #include <stdio.h>
@@ -41,5 +42,85 @@ template <typename Call> static auto replay_in_graph(cudaStream_t s, Call call)
     CHECK(cudaGraphExecDestroy(exec));
     CHECK(cudaGraphDestroy(graph));
     return status;
+}
+#endif
+
+#ifdef __CUDACC__
+#include "launch.cuh"
+
+/* Sets bytes at p to 0xff (NaN in every float format), but only after holding the GPU for
+ * delay_ns, and lets the stream's next kernel start at once (release_next): a kernel overlapped
+ * with it that writes p before waiting for it (wait_previous) has its results overwritten, which
+ * the check that follows finds. */
+__global__ void poison_late_kernel(unsigned char *p, size_t bytes, unsigned long long delay_ns)
+{
+    ktune_launch::release_next();
+    if (threadIdx.x == 0) {
+        unsigned long long start, now;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+        do
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        while (now - start < delay_ns);
+    }
+    __syncthreads();
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < bytes;
+         i += (size_t)gridDim.x * blockDim.x)
+        p[i] = 0xff;
+}
+
+/* Poisons bytes at p on stream s, 20 us late (see poison_late_kernel). */
+static inline cudaError_t poison_late(void *p, size_t bytes, cudaStream_t s = 0)
+{
+    const size_t blocks = bytes / 256 + 1;
+    poison_late_kernel<<<(unsigned)(blocks < 1024 ? blocks : 1024), 256, 0, s>>>(
+        static_cast<unsigned char *>(p), bytes, 20000ull);
+    return cudaGetLastError();
+}
+
+template <bool WAIT> __global__ void zero_after_poison(unsigned char *p, size_t bytes)
+{
+    if (WAIT)
+        ktune_launch::wait_previous();
+    for (size_t i = threadIdx.x; i < bytes; i += blockDim.x)
+        p[i] = 0;
+}
+
+/* That poison_late catches a kernel that does not wait, on the default stream (where the tests
+ * check every config) and on a stream of its own: where launches overlap, a kernel writing zeros
+ * after the poison without wait_previous sees some overwritten, and one with it keeps them all.
+ * Where they do not overlap (before compute capability 9.0, or KTUNE_OVERLAP=0), both keep their
+ * zeros. Prints what it found; 1 where it is as expected. */
+static inline int overlap_detected(void)
+{
+    const size_t bytes = 4096;
+    unsigned char *p, got[2][4096];
+    const bool overlaps = ktune_launch::overlap_allowed();
+    cudaStream_t own;
+    CHECK(cudaMalloc(&p, bytes));
+    CHECK(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
+    int ok = 1;
+    for (int stream = 0; stream < 2; stream++) {
+        const cudaStream_t s = stream ? own : 0;
+        int poisoned[2] = {0, 0};
+        for (int wait = 0; wait < 2; wait++) {
+            CHECK(poison_late(p, bytes, s));
+            CHECK(ktune_launch::launch_overlapped(wait ? zero_after_poison<true>
+                                                       : zero_after_poison<false>,
+                                                  dim3(1), dim3(256), dim3(1, 1, 1), 0, s, p,
+                                                  bytes));
+            CHECK(cudaMemcpyAsync(got[wait], p, bytes, cudaMemcpyDeviceToHost, s));
+            CHECK(cudaStreamSynchronize(s));
+            for (size_t i = 0; i < bytes; i++)
+                poisoned[wait] += got[wait][i] == 0xff;
+        }
+        printf("overlapped launches %s, %s stream: a kernel without wait_previous found %d of "
+               "%d bytes poisoned after it, one with it %d\n",
+               overlaps ? "on" : "off", stream ? "its own" : "the default", poisoned[0],
+               (int)bytes, poisoned[1]);
+        ok &= poisoned[1] == 0 && (overlaps ? poisoned[0] > 0 : poisoned[0] == 0);
+    }
+    CHECK(cudaStreamDestroy(own));
+    CHECK(cudaFree(p));
+    return ok;
 }
 #endif

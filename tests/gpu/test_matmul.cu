@@ -1,7 +1,8 @@
 /* Every matmul config of the space, on odd shapes (tails in m, n and k; k not a multiple of 8;
- * unaligned pointers), against cuBLAS with fp32 output, on poisoned outputs; then the public
- * entry point, and online adaptation (KTUNE_ADAPT) on a tuned key of this device's table. Exits
- * 77 without a GPU. */
+ * unaligned pointers), against cuBLAS with fp32 output, on outputs poisoned late (poison_late: an
+ * overlapped kernel that writes before it waits fails); then the public entry point, online
+ * adaptation (KTUNE_ADAPT) on a tuned key of this device's table, and that the late poison
+ * catches a kernel that does not wait. Exits 77 without a GPU. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -192,7 +193,7 @@ int main()
                 const ktune_instance *in = &ktune__matmul_candidates[i];
                 if (!ktune__matmul_valid(in->variant, in->params, key, dev))
                     continue;
-                CHECK(cudaMemset(p.c, 0xff, (size_t)(p.m * p.n) * 2));
+                CHECK(poison_late(p.c, (size_t)(p.m * p.n) * 2));
                 cudaError_t e = ((ktune__matmul_launch_t *)in->launch)(p.a, p.w, p.c, p.m, p.n, p.k,
                                                                       dtype, 0);
                 if (e == cudaSuccess)
@@ -215,7 +216,7 @@ int main()
             /* the public entry point */
             ktune_choice choice;
             ktune_status st = ktune_matmul_explain(p.m, p.n, p.k, (ktune_dtype)dtype, &choice);
-            CHECK(cudaMemset(p.c, 0xff, (size_t)(p.m * p.n) * 2));
+            CHECK(poison_late(p.c, (size_t)(p.m * p.n) * 2));
             if (st == KTUNE_OK)
                 st = ktune_matmul(p.a, p.w, p.c, p.m, p.n, p.k, (ktune_dtype)dtype, 0);
             CHECK(cudaDeviceSynchronize());
@@ -253,6 +254,10 @@ int main()
     if (!ok)
         printf("FAIL explain / KTUNE_FORCE / argument checks\n");
     ok &= adaptation(dev, handle);
+    if (!overlap_detected()) {
+        printf("FAIL overlapped launches: the poison does not catch a kernel that does not wait\n");
+        ok = 0;
+    }
     cublasDestroy(handle);
     return failures == 0 && ok ? 0 : 1;
 }

@@ -160,7 +160,7 @@ int main()
                         refused++;
                         continue;
                     }
-                    CHECK(cudaMemset(p.c, 0xff, (size_t)(p.rows * p.n) * 2));
+                    CHECK(poison_late(p.c, (size_t)(p.rows * p.n) * 2));
                     cudaError_t e = ((ktune__moe_launch_t *)in->launch)(&pb, dtype, 0);
                     if (e == cudaSuccess)
                         e = cudaDeviceSynchronize();
@@ -183,7 +183,7 @@ int main()
                 /* the public entry point, captured in a graph and replayed */
                 cudaStream_t s;
                 CHECK(cudaStreamCreate(&s));
-                CHECK(cudaMemset(p.c, 0xff, (size_t)(p.rows * p.n) * 2));
+                CHECK(poison_late(p.c, (size_t)(p.rows * p.n) * 2));
                 ktune_status st = replay_in_graph(s, [&](cudaStream_t gs) {
                     return ktune_moe(p.a, p.w, p.offsets_d, p.c, p.rows, p.n, p.k, p.groups,
                                      (ktune_dtype)dtype, gs);

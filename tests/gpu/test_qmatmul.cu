@@ -187,7 +187,7 @@ int main()
                 const ktune_instance *in = &ktune__qmatmul_candidates[i];
                 if (!ktune__qmatmul_valid(in->variant, in->params, key, dev))
                     continue;
-                CHECK(cudaMemset(p.c, 0xff, (size_t)(p.m * p.n) * 2));
+                CHECK(poison_late(p.c, (size_t)(p.m * p.n) * 2));
                 cudaError_t e = ((ktune__qmatmul_launch_t *)in->launch)(p.a, p.w, p.c, p.m, p.n,
                                                                        p.k, p.qdtype, &ep, 0);
                 if (e == cudaErrorNotSupported && p.qdtype == KTUNE_FP8_E4M3 && fp8_refused(in)) {
@@ -214,7 +214,7 @@ int main()
             /* the public entry point */
             ktune_choice choice;
             ktune_status st = ktune_qmatmul_explain(p.m, p.n, p.k, (ktune_dtype)p.qdtype, &choice);
-            CHECK(cudaMemset(p.c, 0xff, (size_t)(p.m * p.n) * 2));
+            CHECK(poison_late(p.c, (size_t)(p.m * p.n) * 2));
             if (st == KTUNE_OK)
                 st = ktune_qmatmul(p.a, p.w, p.c, p.m, p.n, p.k, (ktune_dtype)p.qdtype, &ep, 0);
             CHECK(cudaDeviceSynchronize());

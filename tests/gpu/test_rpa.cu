@@ -244,7 +244,7 @@ int main()
                     refused++;
                     continue;
                 }
-                CHECK(cudaMemset(p.out, 0xff, p.ref.size() * 2));
+                CHECK(poison_late(p.out, p.ref.size() * 2));
                 cudaError_t e = ((ktune__rpa_launch_t *)in->launch)(&a, 0);
                 if (e == cudaSuccess)
                     e = cudaDeviceSynchronize();
@@ -272,7 +272,7 @@ int main()
          * decoding sequences named (two parts where they are some of the sequences) */
         cudaStream_t s;
         CHECK(cudaStreamCreate(&s));
-        CHECK(cudaMemset(p.out, 0xff, p.ref.size() * 2));
+        CHECK(poison_late(p.out, p.ref.size() * 2));
         ktune_rpa_problem a = api_of(p, true);
         a.decode_seqs = p.c.decode_first;
         const ktune_status st =

@@ -151,7 +151,7 @@ int main()
                 const ktune_instance *in = &ktune__softmax_candidates[i];
                 if (!ktune__softmax_valid(in->variant, in->params, key, dev))
                     continue;
-                CHECK(cudaMemset(p.dy, 0xff, (size_t)(p.rows * p.cols) * esize(dtype)));
+                CHECK(poison_late(p.dy, (size_t)(p.rows * p.cols) * esize(dtype)));
                 cudaError_t e = ((ktune__softmax_launch_t *)in->launch)(p.dx, p.dy, p.rows, p.cols,
                                                                        dtype, 0);
                 if (e == cudaSuccess)
@@ -170,7 +170,7 @@ int main()
             /* the public entry point, out of place then in place */
             ktune_choice choice;
             ktune_status st = ktune_softmax_explain(p.rows, p.cols, (ktune_dtype)dtype, &choice);
-            CHECK(cudaMemset(p.dy, 0xff, (size_t)(p.rows * p.cols) * esize(dtype)));
+            CHECK(poison_late(p.dy, (size_t)(p.rows * p.cols) * esize(dtype)));
             if (st == KTUNE_OK)
                 st = ktune_softmax(p.dx, p.dy, p.rows, p.cols, (ktune_dtype)dtype, 0);
             CHECK(cudaDeviceSynchronize());

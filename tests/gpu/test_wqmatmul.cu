@@ -205,7 +205,7 @@ int main()
                     const ktune_instance *in = &ktune__wqmatmul_candidates[i];
                     if (!ktune__wqmatmul_valid(in->variant, in->params, key, dev))
                         continue;
-                    CHECK(cudaMemset(c, 0xff, (size_t)(m * n) * 2));
+                    CHECK(poison_late(c, (size_t)(m * n) * 2));
                     cudaError_t e = ((ktune__wqmatmul_launch_t *)in->launch)(a_d, &qw, c, m, n, k,
                                                                             dtype, 0);
                     if (e == cudaSuccess)
@@ -230,7 +230,7 @@ int main()
                 ktune_choice choice;
                 ktune_status st = ktune_wqmatmul_explain(m, n, k, bits, (int)sh[3],
                                                          (ktune_dtype)dtype, &choice);
-                CHECK(cudaMemset(c, 0xff, (size_t)(m * n) * 2));
+                CHECK(poison_late(c, (size_t)(m * n) * 2));
                 if (st == KTUNE_OK)
                     st = ktune_wqmatmul(a_d, &qw, c, m, n, k, (ktune_dtype)dtype, 0);
                 CHECK(cudaDeviceSynchronize());
