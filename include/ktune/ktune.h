@@ -36,7 +36,9 @@
  * their places while that kernel's last blocks run. Each waits for the previous kernel's memory
  * before its first access to global memory, so results are those of launches one after the
  * other, whatever that kernel is; only the gap between the two kernels goes. A stream captured
- * into a CUDA graph keeps the overlap as programmatic edges.
+ * into a CUDA graph keeps the overlap as programmatic edges. Launches on the legacy default stream
+ * (stream 0 without per-thread default streams) do not overlap; on cudaStreamPerThread and on
+ * created streams they do.
  */
 #ifndef KTUNE_KTUNE_H
 #define KTUNE_KTUNE_H

@@ -195,7 +195,7 @@ int main()
                     continue;
                 CHECK(poison_late(p.c, (size_t)(p.m * p.n) * 2));
                 cudaError_t e = ((ktune__matmul_launch_t *)in->launch)(p.a, p.w, p.c, p.m, p.n, p.k,
-                                                                      dtype, 0);
+                                                                      dtype, test_stream());
                 if (e == cudaSuccess)
                     e = cudaDeviceSynchronize();
                 int64_t first = -1;
@@ -218,7 +218,7 @@ int main()
             ktune_status st = ktune_matmul_explain(p.m, p.n, p.k, (ktune_dtype)dtype, &choice);
             CHECK(poison_late(p.c, (size_t)(p.m * p.n) * 2));
             if (st == KTUNE_OK)
-                st = ktune_matmul(p.a, p.w, p.c, p.m, p.n, p.k, (ktune_dtype)dtype, 0);
+                st = ktune_matmul(p.a, p.w, p.c, p.m, p.n, p.k, (ktune_dtype)dtype, test_stream());
             CHECK(cudaDeviceSynchronize());
             int64_t first;
             long long bad = st == KTUNE_OK ? check_output(p, &first) : -1;

@@ -161,7 +161,7 @@ int main()
                         continue;
                     }
                     CHECK(poison_late(p.c, (size_t)(p.rows * p.n) * 2));
-                    cudaError_t e = ((ktune__moe_launch_t *)in->launch)(&pb, dtype, 0);
+                    cudaError_t e = ((ktune__moe_launch_t *)in->launch)(&pb, dtype, test_stream());
                     if (e == cudaSuccess)
                         e = cudaDeviceSynchronize();
                     int64_t first = -1;
@@ -183,8 +183,8 @@ int main()
                 /* the public entry point, captured in a graph and replayed */
                 cudaStream_t s;
                 CHECK(cudaStreamCreate(&s));
-                CHECK(poison_late(p.c, (size_t)(p.rows * p.n) * 2));
                 ktune_status st = replay_in_graph(s, [&](cudaStream_t gs) {
+                    CHECK(poison_late(p.c, (size_t)(p.rows * p.n) * 2, gs));
                     return ktune_moe(p.a, p.w, p.offsets_d, p.c, p.rows, p.n, p.k, p.groups,
                                      (ktune_dtype)dtype, gs);
                 });

@@ -245,7 +245,7 @@ int main()
                     continue;
                 }
                 CHECK(poison_late(p.out, p.ref.size() * 2));
-                cudaError_t e = ((ktune__rpa_launch_t *)in->launch)(&a, 0);
+                cudaError_t e = ((ktune__rpa_launch_t *)in->launch)(&a, test_stream());
                 if (e == cudaSuccess)
                     e = cudaDeviceSynchronize();
                 int64_t first = -1;
@@ -272,11 +272,12 @@ int main()
          * decoding sequences named (two parts where they are some of the sequences) */
         cudaStream_t s;
         CHECK(cudaStreamCreate(&s));
-        CHECK(poison_late(p.out, p.ref.size() * 2));
         ktune_rpa_problem a = api_of(p, true);
         a.decode_seqs = p.c.decode_first;
-        const ktune_status st =
-            replay_in_graph(s, [&](cudaStream_t gs) { return ktune_rpa(&a, gs); });
+        const ktune_status st = replay_in_graph(s, [&](cudaStream_t gs) {
+            CHECK(poison_late(p.out, p.ref.size() * 2, gs));
+            return ktune_rpa(&a, gs);
+        });
         int64_t first;
         const long long bad = st == KTUNE_OK ? check_output(p, &first) : -1;
         checked++;

@@ -153,7 +153,7 @@ int main()
                     continue;
                 CHECK(poison_late(p.dy, (size_t)(p.rows * p.cols) * esize(dtype)));
                 cudaError_t e = ((ktune__softmax_launch_t *)in->launch)(p.dx, p.dy, p.rows, p.cols,
-                                                                       dtype, 0);
+                                                                       dtype, test_stream());
                 if (e == cudaSuccess)
                     e = cudaDeviceSynchronize();
                 long long bad = e == cudaSuccess ? check_output(p, p.dy) : -1;
@@ -172,11 +172,11 @@ int main()
             ktune_status st = ktune_softmax_explain(p.rows, p.cols, (ktune_dtype)dtype, &choice);
             CHECK(poison_late(p.dy, (size_t)(p.rows * p.cols) * esize(dtype)));
             if (st == KTUNE_OK)
-                st = ktune_softmax(p.dx, p.dy, p.rows, p.cols, (ktune_dtype)dtype, 0);
+                st = ktune_softmax(p.dx, p.dy, p.rows, p.cols, (ktune_dtype)dtype, test_stream());
             CHECK(cudaDeviceSynchronize());
             long long bad = st == KTUNE_OK ? check_output(p, p.dy) : -1;
             if (st == KTUNE_OK)
-                st = ktune_softmax(p.dx, p.dx, p.rows, p.cols, (ktune_dtype)dtype, 0);
+                st = ktune_softmax(p.dx, p.dx, p.rows, p.cols, (ktune_dtype)dtype, test_stream());
             CHECK(cudaDeviceSynchronize());
             long long bad_inplace = st == KTUNE_OK ? check_output(p, p.dx) : -1;
             checked += 2;
