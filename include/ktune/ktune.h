@@ -30,15 +30,14 @@
  *                                    `ktune sweep <family> --untuned <path>` tunes
  *   KTUNE_OVERLAP=0                  launch every kernel after the previous one has finished
  *
- * Overlapped launches: on devices of compute capability 9.0 and later, the kernels bound by
- * memory (the GEMV and decode variants of the matmul families, softmax, rpa) are launched as
- * programmatic dependent launches of the stream's previous kernel, so that their blocks take
- * their places while that kernel's last blocks run. Each waits for the previous kernel's memory
- * before its first access to global memory, so results are those of launches one after the
- * other, whatever that kernel is; only the gap between the two kernels goes. A stream captured
- * into a CUDA graph keeps the overlap as programmatic edges. Launches on the legacy default stream
- * (stream 0 without per-thread default streams) do not overlap; on cudaStreamPerThread and on
- * created streams they do.
+ * Overlapped launches: on devices of compute capability 9.0 and later, kernels bound by memory
+ * (matmul's gemv, qmatmul's and moe's decode, wqmatmul's decode and small variants, softmax,
+ * rpa's attention and merge) are launched as programmatic dependent launches of the stream's
+ * previous kernel, so that their blocks take their places while that kernel's last blocks run.
+ * Each waits for the previous kernel's memory before its first access to global memory, so
+ * results are those of launches one after the other, whatever that kernel is; only the gap
+ * between the two kernels goes. A stream captured into a CUDA graph keeps the overlap as
+ * programmatic edges.
  */
 #ifndef KTUNE_KTUNE_H
 #define KTUNE_KTUNE_H

@@ -139,7 +139,6 @@ __global__ void __launch_bounds__(160)
     uint64_t *const empty = full + STAGES;
 
     const Tiles order(where, empty + STAGES);
-    ktune_launch::wait_previous();
     order.prepare(); /* warp 0, where the policy has anything to prepare */
     const int split = SPLIT > 1 ? (int)ktune_cluster::rank() : 0;
     const int ktiles = (k + WGMMA_BK - 1) / WGMMA_BK;
@@ -180,7 +179,6 @@ __global__ void __launch_bounds__(160)
             wgmma_fence_registers(d[f]);
         wgemv_store_part<FM, BN, BM>(part, [&](int f, int i) { return d[f][i]; }, warp, lane);
     }
-    ktune_launch::release_next();
 
     const int begin = TILE * split / SPLIT, end = TILE * (split + 1) / SPLIT;
     ktune_cluster::sync_split<SPLIT>();
@@ -219,9 +217,9 @@ template <int BM, int BN, int STAGES, int SPLIT> struct wgemv_launcher {
         using tiles_t = column_tiles<BN, BM>;
         constexpr auto kernel = wgemv_kernel<T, BM, BN, STAGES, SPLIT, tiles_t>;
         const dim3 grid((unsigned)tiles, SPLIT);
-        return ktune_launch::launch_overlapped(
-            kernel, grid, dim3(160), dim3(1, SPLIT, 1), wgemv_smem_bytes<BM, BN, STAGES>(), s,
-            map_w, map_a, (T *)c, typename tiles_t::params{(int)m, (int)n}, (int)n, (int)k);
+        return ktune_launch::launch(kernel, grid, dim3(160), dim3(1, SPLIT, 1),
+                                    wgemv_smem_bytes<BM, BN, STAGES>(), s, map_w, map_a, (T *)c,
+                                    typename tiles_t::params{(int)m, (int)n}, (int)n, (int)k);
     }
 };
 

@@ -33,9 +33,9 @@ template <int BM, int BN, int STAGES, int SPLIT> struct wgemv_launcher {
         constexpr size_t smem = wgemv_smem_bytes<BM, BN, STAGES>() + tiles_t::SMEM;
         const typename tiles_t::params where = {pb.offsets, (int)pb.groups, (int)pb.rows,
                                                 (int)pb.n};
-        return ktune_launch::launch_overlapped(kernel, dim3((unsigned)bound, SPLIT), dim3(160),
-                                               dim3(1, SPLIT, 1), smem, s, map_w, map_a,
-                                               (T *)pb.c, where, (int)pb.n, (int)pb.k);
+        return ktune_launch::launch(kernel, dim3((unsigned)bound, SPLIT), dim3(160),
+                                    dim3(1, SPLIT, 1), smem, s, map_w, map_a, (T *)pb.c, where,
+                                    (int)pb.n, (int)pb.k);
     }
 };
 

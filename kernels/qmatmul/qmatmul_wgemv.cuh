@@ -56,7 +56,6 @@ __global__ void __launch_bounds__(160)
     uint64_t *const empty = full + STAGES;
 
     const column_tiles<BN, BM> order(where, nullptr);
-    ktune_launch::wait_previous();
     const int split = SPLIT > 1 ? (int)ktune_cluster::rank() : 0;
     const int ktiles = (k + QWGMMA_BK - 1) / QWGMMA_BK;
     const int kt_begin = (int)((int64_t)ktiles * split / SPLIT);
@@ -113,7 +112,6 @@ __global__ void __launch_bounds__(160)
             },
             warp, lane);
     }
-    ktune_launch::release_next();
 
     const int begin = TILE * split / SPLIT, end = TILE * (split + 1) / SPLIT;
     ktune_cluster::sync_split<SPLIT>();
@@ -147,10 +145,10 @@ template <int BM, int BN, int STAGES, int SPLIT> struct qwgemv_launcher {
             return cudaErrorInvalidValue;
         using tiles_t = column_tiles<BN, BM>;
         constexpr auto kernel = qwgemv_kernel<Q, O, BM, BN, STAGES, SPLIT>;
-        return ktune_launch::launch_overlapped(
-            kernel, dim3((unsigned)tiles, SPLIT), dim3(160), dim3(1, SPLIT, 1),
-            qwgemv_smem_bytes<BM, BN, STAGES>(), s, map_w, map_a, (O *)c,
-            typename tiles_t::params{(int)m, (int)n}, (int)n, (int)k, ep);
+        return ktune_launch::launch(kernel, dim3((unsigned)tiles, SPLIT), dim3(160),
+                                    dim3(1, SPLIT, 1), qwgemv_smem_bytes<BM, BN, STAGES>(), s,
+                                    map_w, map_a, (O *)c, typename tiles_t::params{(int)m, (int)n},
+                                    (int)n, (int)k, ep);
     }
 };
 

@@ -161,7 +161,7 @@ int main()
                         continue;
                     }
                     CHECK(poison_late(p.c, (size_t)(p.rows * p.n) * 2));
-                    cudaError_t e = ((ktune__moe_launch_t *)in->launch)(&pb, dtype, test_stream());
+                    cudaError_t e = ((ktune__moe_launch_t *)in->launch)(&pb, dtype, 0);
                     if (e == cudaSuccess)
                         e = cudaDeviceSynchronize();
                     int64_t first = -1;

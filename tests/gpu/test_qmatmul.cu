@@ -189,7 +189,7 @@ int main()
                     continue;
                 CHECK(poison_late(p.c, (size_t)(p.m * p.n) * 2));
                 cudaError_t e = ((ktune__qmatmul_launch_t *)in->launch)(p.a, p.w, p.c, p.m, p.n,
-                                                                       p.k, p.qdtype, &ep, test_stream());
+                                                                       p.k, p.qdtype, &ep, 0);
                 if (e == cudaErrorNotSupported && p.qdtype == KTUNE_FP8_E4M3 && fp8_refused(in)) {
                     refused++;
                     continue;
@@ -216,7 +216,7 @@ int main()
             ktune_status st = ktune_qmatmul_explain(p.m, p.n, p.k, (ktune_dtype)p.qdtype, &choice);
             CHECK(poison_late(p.c, (size_t)(p.m * p.n) * 2));
             if (st == KTUNE_OK)
-                st = ktune_qmatmul(p.a, p.w, p.c, p.m, p.n, p.k, (ktune_dtype)p.qdtype, &ep, test_stream());
+                st = ktune_qmatmul(p.a, p.w, p.c, p.m, p.n, p.k, (ktune_dtype)p.qdtype, &ep, 0);
             CHECK(cudaDeviceSynchronize());
             int64_t first;
             const long long bad = st == KTUNE_OK ? check_output(p, &first) : -1;

@@ -1,6 +1,7 @@
 /* Every softmax config of the space, on odd shapes (odd rows mostly -inf), against a CPU fp64
- * reference; then the public entry point: tables, explain, KTUNE_FORCE, in place. Exits 77
- * without a GPU. */
+ * reference, on outputs poisoned late (poison_late: an overlapped kernel that writes before it
+ * waits fails); then the public entry point: tables, explain, KTUNE_FORCE, in place; and that the
+ * late poison catches a kernel that does not wait. Exits 77 without a GPU. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -153,7 +154,7 @@ int main()
                     continue;
                 CHECK(poison_late(p.dy, (size_t)(p.rows * p.cols) * esize(dtype)));
                 cudaError_t e = ((ktune__softmax_launch_t *)in->launch)(p.dx, p.dy, p.rows, p.cols,
-                                                                       dtype, test_stream());
+                                                                       dtype, 0);
                 if (e == cudaSuccess)
                     e = cudaDeviceSynchronize();
                 long long bad = e == cudaSuccess ? check_output(p, p.dy) : -1;
@@ -172,11 +173,11 @@ int main()
             ktune_status st = ktune_softmax_explain(p.rows, p.cols, (ktune_dtype)dtype, &choice);
             CHECK(poison_late(p.dy, (size_t)(p.rows * p.cols) * esize(dtype)));
             if (st == KTUNE_OK)
-                st = ktune_softmax(p.dx, p.dy, p.rows, p.cols, (ktune_dtype)dtype, test_stream());
+                st = ktune_softmax(p.dx, p.dy, p.rows, p.cols, (ktune_dtype)dtype, 0);
             CHECK(cudaDeviceSynchronize());
             long long bad = st == KTUNE_OK ? check_output(p, p.dy) : -1;
             if (st == KTUNE_OK)
-                st = ktune_softmax(p.dx, p.dx, p.rows, p.cols, (ktune_dtype)dtype, test_stream());
+                st = ktune_softmax(p.dx, p.dx, p.rows, p.cols, (ktune_dtype)dtype, 0);
             CHECK(cudaDeviceSynchronize());
             long long bad_inplace = st == KTUNE_OK ? check_output(p, p.dx) : -1;
             checked += 2;
@@ -211,5 +212,9 @@ int main()
     ok &= ktune_softmax_explain(0, 5, KTUNE_F32, &c) == KTUNE_ERROR_INVALID_ARGUMENT;
     if (!ok)
         printf("FAIL explain / KTUNE_FORCE / argument checks\n");
+    if (!overlap_detected()) {
+        printf("FAIL overlapped launches: the poison does not catch a kernel that does not wait\n");
+        ok = 0;
+    }
     return failures == 0 && ok ? 0 : 1;
 }

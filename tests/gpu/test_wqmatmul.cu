@@ -207,7 +207,7 @@ int main()
                         continue;
                     CHECK(poison_late(c, (size_t)(m * n) * 2));
                     cudaError_t e = ((ktune__wqmatmul_launch_t *)in->launch)(a_d, &qw, c, m, n, k,
-                                                                            dtype, test_stream());
+                                                                            dtype, 0);
                     if (e == cudaSuccess)
                         e = cudaDeviceSynchronize();
                     int64_t first = -1;
@@ -232,7 +232,7 @@ int main()
                                                          (ktune_dtype)dtype, &choice);
                 CHECK(poison_late(c, (size_t)(m * n) * 2));
                 if (st == KTUNE_OK)
-                    st = ktune_wqmatmul(a_d, &qw, c, m, n, k, (ktune_dtype)dtype, test_stream());
+                    st = ktune_wqmatmul(a_d, &qw, c, m, n, k, (ktune_dtype)dtype, 0);
                 CHECK(cudaDeviceSynchronize());
                 int64_t first;
                 const long long bad =
