@@ -523,8 +523,6 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
     __shared__ piece next;
     __shared__ walk_of<BM, BN> walk;
     __shared__ int more;
-    ktune_launch::wait_previous();
-    ktune_launch::release_next(); /* the merge, or the stream's next kernel */
     if (threadIdx.x < 32) {
         if (a.balanced) {
             walk_of<BM, BN> w;
@@ -566,7 +564,8 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
  * of the row, each share's lse and its output, is issued before the first is used, so that the
  * merge waits for memory once (share by share, a row waited once a share); a share that saw no
  * key is read too but weighs nothing, whatever its memory holds. Launched overlapped with the
- * attention (ktune_launch::launch_overlapped). */
+ * attention (ktune_launch::launch_overlapped): it waits for that grid's memory before its first
+ * load. */
 template <typename T, int D>
 __global__ void __launch_bounds__(256) merge(const float *part_o, const float *part_lse, T *out,
                                              int rows_total, int splits)
@@ -588,7 +587,6 @@ __global__ void __launch_bounds__(256) merge(const float *part_o, const float *p
         for (int i = 0; i < PER / 2; i++)
             v[z][i] = z < splits ? p[i] : make_float2(0.f, 0.f);
     }
-    ktune_launch::release_next();
     float top = -INFINITY;
 #pragma unroll
     for (int z = 0; z < MAX; z++)

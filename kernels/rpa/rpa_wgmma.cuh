@@ -56,8 +56,6 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     __shared__ int found[2];
 
     const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128, lane = threadIdx.x % 32;
-    ktune_launch::wait_previous();
-    ktune_launch::release_next(); /* the merge, or the stream's next kernel */
     if (threadIdx.x < 32) {
         int seq, tile;
         find_tile<BM>(a, blockIdx.x, seq, tile);
@@ -248,8 +246,8 @@ template <int CONSUMERS, int BN, int STAGES, int SPLITS> struct wgmma_launcher {
         dim3 grid;
         if (!args_of<D>(p, BM, BN, SPLITS, resident, false, &a, &grid))
             return cudaErrorInvalidValue;
-        const cudaError_t e = ktune_launch::launch_overlapped(
-            kernel, grid, dim3(THREADS), dim3(1, 1, 1), smem, s, map_k, map_v, a);
+        const cudaError_t e = ktune_launch::launch(kernel, grid, dim3(THREADS), dim3(1, 1, 1),
+                                                   smem, s, map_k, map_v, a);
         return e == cudaSuccess ? merge_splits<T, D>(a, s) : e;
     }
 };

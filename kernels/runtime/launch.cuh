@@ -15,9 +15,10 @@ namespace ktune_launch {
  * run, and so hide the gap between two kernels (the launch, the blocks' placement, their set-up).
  * Its contract: every thread calls wait_previous() before its first access to global memory
  * (reads, since the previous kernel may write what this one reads; writes, since it may read what
- * this one writes), and the kernel calls release_next() once its blocks have issued the loads of
+ * this one writes). A kernel may call release_next() once its blocks have issued the loads of
  * their main loop, which lets the stream's next kernel, if it is launched the same way, start its
- * blocks as this one's finish. Both are no-ops in a kernel launched otherwise. */
+ * blocks as this one's finish (without it, the next kernel starts as this one's blocks exit). Both
+ * are no-ops in a kernel launched otherwise. */
 __device__ __forceinline__ void wait_previous()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

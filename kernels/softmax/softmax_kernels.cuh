@@ -479,8 +479,6 @@ __global__ void __launch_bounds__(WARPS * 32)
 {
     const int lane = threadIdx.x & 31;
     const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
-    ktune_launch::wait_previous();
-    ktune_launch::release_next();
     if (row >= rows)
         return;
     row_in_registers<T, VEC, ITERS, false, SHIFTED>(
@@ -497,8 +495,6 @@ __global__ void __launch_bounds__(THREADS)
     const int64_t row = blockIdx.x;
     (void)rows;
     const int tid = threadIdx.x;
-    ktune_launch::wait_previous();
-    ktune_launch::release_next();
     row_in_registers<T, VEC, ITERS, false, SHIFTED>(
         x + row * cols, y + row * cols, cols, aligned,
         [=](int it) { return ((int64_t)it * THREADS + tid) * VEC; },
@@ -534,8 +530,6 @@ __global__ void __launch_bounds__(THREADS)
     const T *xr = x + row * cols;
     T *yr = y + row * cols;
     const int tid = threadIdx.x;
-    ktune_launch::wait_previous();
-    ktune_launch::release_next();
     /* SHIFTED: xr and yr become the boundary before the row (see shifted_row) */
     const shifted_row<T, VEC> sr =
         SHIFTED ? shifted_row<T, VEC>(xr, cols, tid) : shifted_row<T, VEC>{};
@@ -615,8 +609,6 @@ __global__ void __launch_bounds__(THREADS, raw_row<T, VEC, ITERS>() ? 65536 / (T
     const int rank = (int)ktune_cluster::rank();
     const int64_t row = blockIdx.x / CTAS;
     const int tid = threadIdx.x;
-    ktune_launch::wait_previous();
-    ktune_launch::release_next();
     row_in_registers<T, VEC, ITERS, raw_row<T, VEC, ITERS>(), SHIFTED>(
         x + row * cols, y + row * cols, cols, aligned,
         [=](int it) { return (((int64_t)it * CTAS + rank) * THREADS + tid) * VEC; },
@@ -804,8 +796,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int n = max(0, min(chunk, cols - begin));
     const T *src = x + row * cols + begin;
     const int a = aligned ? lead<T, 16 / sizeof(T)>(src) : 0;
-    ktune_launch::wait_previous();
-    ktune_launch::release_next();
     chunk_fetch<T, THREADS>(buf, src, n, a, aligned);
     cp_async_wait_all();
     __syncthreads();
@@ -846,8 +836,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int n = max(0, min(chunk, cols - begin));
     /* where a row's chunk lies past a 16-byte boundary (chunk_fetch) */
     auto lead_of = [&](int64_t row) { return aligned ? lead<T, E>(x + row * cols + begin) : 0; };
-    ktune_launch::wait_previous();
-    ktune_launch::release_next();
     /* one commit group a row, empty past the last, so that wait_group counts rows */
 #pragma unroll
     for (int k = 0; k < STAGES - 1; k++) {
@@ -1026,9 +1014,9 @@ template <int VEC, int ITERS, int WARPS> struct vec_launcher {
         row_layout<T, VEC>(x, y, cols, 32 * VEC * ITERS, &shifted, &aligned);
         const auto kernel = shifted ? vec_kernel<T, VEC, ITERS, WARPS, true>
                                     : vec_kernel<T, VEC, ITERS, WARPS, false>;
-        return ktune_launch::launch_overlapped(kernel, dim3((unsigned)blocks), dim3(WARPS * 32),
-                                               dim3(1, 1, 1), 0, s, (const T *)x, (T *)y, rows,
-                                               (int)cols, aligned);
+        kernel<<<(unsigned)blocks, WARPS * 32, 0, s>>>((const T *)x, (T *)y, rows, (int)cols,
+                                                       aligned);
+        return cudaGetLastError();
     }
 };
 
@@ -1043,9 +1031,8 @@ template <int THREADS, int VEC, int ITERS> struct block_launcher {
         row_layout<T, VEC>(x, y, cols, THREADS * VEC * ITERS, &shifted, &aligned);
         const auto kernel = shifted ? block_kernel<T, THREADS, VEC, ITERS, true>
                                     : block_kernel<T, THREADS, VEC, ITERS, false>;
-        return ktune_launch::launch_overlapped(kernel, dim3((unsigned)rows), dim3(THREADS),
-                                               dim3(1, 1, 1), 0, s, (const T *)x, (T *)y, rows,
-                                               (int)cols, aligned);
+        kernel<<<(unsigned)rows, THREADS, 0, s>>>((const T *)x, (T *)y, rows, (int)cols, aligned);
+        return cudaGetLastError();
     }
 };
 
@@ -1071,14 +1058,16 @@ template <int THREADS, int VEC, int UNROLL, int PER_SM> struct online_launcher {
                                            device);
             if (e == cudaSuccess)
                 e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+            reserve = std::min<size_t>((size_t)per_sm / (PER_SM + 1) + 1024, (size_t)optin);
+            if (e == cudaSuccess) /* per launch: see the cluster launcher */
+                e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)reserve);
             if (e != cudaSuccess)
                 return e;
-            reserve = std::min<size_t>((size_t)per_sm / (PER_SM + 1) + 1024, (size_t)optin);
         }
-        /* the launch sets the dynamic shared memory limit, every launch: see launch_clusters */
-        return ktune_launch::launch_overlapped(kernel, dim3((unsigned)rows), dim3(THREADS),
-                                               dim3(1, 1, 1), reserve, s, (const T *)x, (T *)y,
-                                               rows, (int)cols, aligned);
+        kernel<<<(unsigned)rows, THREADS, reserve, s>>>((const T *)x, (T *)y, rows, (int)cols,
+                                                        aligned);
+        return cudaGetLastError();
     }
 };
 
@@ -1089,8 +1078,8 @@ template <int CTAS, int THREADS, typename... Params, typename... Args>
 cudaError_t launch_clusters(void (*kernel)(Params...), int64_t rows, size_t smem, cudaStream_t s,
                             Args... args)
 {
-    return ktune_launch::launch_overlapped(kernel, dim3((unsigned)(rows * CTAS)), dim3(THREADS),
-                                           dim3(CTAS, 1, 1), smem, s, args...);
+    return ktune_launch::launch(kernel, dim3((unsigned)(rows * CTAS)), dim3(THREADS),
+                                dim3(CTAS, 1, 1), smem, s, args...);
 }
 
 template <int CTAS, int THREADS, int VEC, int ITERS> struct cluster_launcher {

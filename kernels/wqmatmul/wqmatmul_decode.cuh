@@ -33,7 +33,6 @@ __global__ void __launch_bounds__(WARPS * 32)
     static_assert(ACC32 || std::is_same<T, __half>::value, "16-bit sums for f16 only");
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t row0 = ((int64_t)blockIdx.x * WARPS + warp) * ROWS;
-    ktune_launch::wait_previous();
     if (row0 >= n)
         return;
     qweight_row<T> rows[ROWS]; /* past n: the last row, computed and not stored */
@@ -92,7 +91,6 @@ __global__ void __launch_bounds__(WARPS * 32)
             }
         }
     }
-    ktune_launch::release_next();
 #pragma unroll
     for (int r = 0; r < ROWS; r++)
 #pragma unroll
@@ -117,10 +115,9 @@ template <int TM, int ROWS, int WARPS, int UNROLL, int ACC32> struct decode_laun
             return cudaErrorInvalidValue; /* the space allows 16-bit sums for f16 only */
         else {
             const int64_t blocks = (n + WARPS * ROWS - 1) / (WARPS * ROWS);
-            return ktune_launch::launch_overlapped(
-                decode_kernel<T, B, TM, ROWS, WARPS, UNROLL, ACC32>, dim3((unsigned)blocks),
-                dim3(WARPS * 32), dim3(1, 1, 1), 0, s, (const T *)a, view_of<T>(w, n, k), (T *)c,
-                (int)m, (int)n, (int)k);
+            decode_kernel<T, B, TM, ROWS, WARPS, UNROLL, ACC32><<<(unsigned)blocks, WARPS * 32, 0, s>>>(
+                (const T *)a, view_of<T>(w, n, k), (T *)c, (int)m, (int)n, (int)k);
+            return cudaGetLastError();
         }
     }
 };

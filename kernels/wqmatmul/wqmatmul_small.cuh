@@ -42,7 +42,6 @@ __global__ void __launch_bounds__(WARPS * 32)
     const int64_t row0 = (int64_t)blockIdx.x * 16 * RTILES; /* the block's first row of W */
     const int units = (int)w.units, slabs = (units + 3) / 4;
     float d[RTILES][MTILES][4] = {};
-    ktune_launch::wait_previous();
 
     qweight_row<T> wrow[RTILES][2]; /* past n: the last row, computed and not stored */
 #pragma unroll
@@ -135,7 +134,6 @@ __global__ void __launch_bounds__(WARPS * 32)
         }
     }
 
-    ktune_launch::release_next();
     /* the warps' sums meet in shared memory, then each thread of the block finishes some:
      * element e is accumulator i of tile (r, mt) of lane l */
     ktune_matmul_impl::warps_sum<float, WARPS, RTILES * MTILES>(
@@ -160,13 +158,15 @@ template <int WARPS, int UNROLL, int MTILES, int RTILES, int ACC32> struct small
         else {
             const int64_t blocks = (n + 16 * RTILES - 1) / (16 * RTILES);
             const qweight_view<T> v = view_of<T>(w, n, k);
-            const auto kernel =
-                ACC32 && slab_sums_scaled(w.group)
-                    ? small_kernel<T, B, WARPS, UNROLL, MTILES, RTILES, ACC32, ACC32 != 0>
-                    : small_kernel<T, B, WARPS, UNROLL, MTILES, RTILES, ACC32, false>;
-            return ktune_launch::launch_overlapped(kernel, dim3((unsigned)blocks),
-                                                   dim3(WARPS * 32), dim3(1, 1, 1), 0, s,
-                                                   (const T *)a, v, (T *)c, (int)m, (int)n, (int)k);
+            if (ACC32 && slab_sums_scaled(w.group))
+                small_kernel<T, B, WARPS, UNROLL, MTILES, RTILES, ACC32, ACC32 != 0>
+                    <<<(unsigned)blocks, WARPS * 32, 0, s>>>((const T *)a, v, (T *)c, (int)m,
+                                                            (int)n, (int)k);
+            else
+                small_kernel<T, B, WARPS, UNROLL, MTILES, RTILES, ACC32, false>
+                    <<<(unsigned)blocks, WARPS * 32, 0, s>>>((const T *)a, v, (T *)c, (int)m,
+                                                            (int)n, (int)k);
+            return cudaGetLastError();
         }
     }
 };

@@ -1,7 +1,8 @@
 /* Every matmul config of the space, on odd shapes (tails in m, n and k; k not a multiple of 8;
  * unaligned pointers), against cuBLAS with fp32 output, on outputs poisoned late (poison_late: an
- * overlapped kernel that writes before it waits fails); then the public entry point, and online
- * adaptation (KTUNE_ADAPT) on a tuned key of this device's table. Exits 77 without a GPU. */
+ * overlapped kernel that writes before it waits fails); then the public entry point, online
+ * adaptation (KTUNE_ADAPT) on a tuned key of this device's table, and that the late poison
+ * catches a kernel that does not wait. Exits 77 without a GPU. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -253,6 +254,10 @@ int main()
     if (!ok)
         printf("FAIL explain / KTUNE_FORCE / argument checks\n");
     ok &= adaptation(dev, handle);
+    if (!overlap_detected()) {
+        printf("FAIL overlapped launches: the poison does not catch a kernel that does not wait\n");
+        ok = 0;
+    }
     cublasDestroy(handle);
     return failures == 0 && ok ? 0 : 1;
 }
