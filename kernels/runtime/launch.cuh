@@ -33,34 +33,51 @@ __device__ __forceinline__ void release_next()
 #endif
 }
 
+constexpr int max_devices = 64;
+
+/* *value for the current device: what known holds for it, else what ask(device, value) gives,
+ * kept in known where that succeeds with a positive value (0 is "not asked yet"; a device past
+ * max_devices is asked every time). Each caller keeps its own known, as a function's static. */
+template <typename Ask>
+cudaError_t asked_once(std::atomic<int> (&known)[max_devices], Ask ask, int *value)
+{
+    int device = 0;
+    cudaError_t e = cudaGetDevice(&device);
+    if (e != cudaSuccess)
+        return e;
+    const bool kept = device >= 0 && device < max_devices;
+    *value = kept ? known[device].load(std::memory_order_relaxed) : 0;
+    if (*value > 0)
+        return cudaSuccess;
+    e = ask(device, value);
+    if (e == cudaSuccess && *value > 0 && kept)
+        known[device].store(*value, std::memory_order_relaxed);
+    return e;
+}
+
 /* Whether launches on the current device overlap: compute capability 9.0 or later (earlier ones
  * have no programmatic dependent launch), and KTUNE_OVERLAP not "0" in the environment (read
- * once a process; asked once a device and kept). */
+ * once a process). */
 inline bool overlap_allowed()
 {
-    constexpr int max_devices = 64;
-    static std::atomic<int> known[max_devices]; /* 0: not asked yet, 1: no, 2: yes */
     static const bool disabled = [] {
         const char *v = getenv("KTUNE_OVERLAP");
         return v && strcmp(v, "0") == 0;
     }();
+    static std::atomic<int> known[max_devices]; /* the compute capability's major */
+    int major = 0;
     if (disabled)
         return false;
-    int device = 0, major = 0;
-    if (cudaGetDevice(&device) != cudaSuccess || device < 0)
+    if (asked_once(
+            known,
+            [](int device, int *v) {
+                return cudaDeviceGetAttribute(v, cudaDevAttrComputeCapabilityMajor, device);
+            },
+            &major) != cudaSuccess) {
+        cudaGetLastError();
         return false;
-    int answer = device < max_devices ? known[device].load(std::memory_order_relaxed) : 0;
-    if (answer == 0) {
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) !=
-            cudaSuccess) {
-            cudaGetLastError();
-            return false;
-        }
-        answer = major >= 9 ? 2 : 1;
-        if (device < max_devices)
-            known[device].store(answer, std::memory_order_relaxed);
     }
-    return answer == 2;
+    return major >= 9;
 }
 
 /* A launch configuration: the cluster dimension where the cluster holds more than one block,
@@ -197,23 +214,15 @@ cudaError_t resident_clusters(void (*kernel)(Params...), dim3 block, dim3 cluste
 template <auto Kernel>
 cudaError_t persistent_grid(dim3 block, dim3 cluster, size_t smem, int64_t work, unsigned *grid)
 {
-    constexpr int max_devices = 64;
-    static std::atomic<int> known[max_devices]; /* 0: not asked yet */
-    int device = 0, resident = 0;
-    cudaError_t e = cudaGetDevice(&device);
+    static std::atomic<int> known[max_devices]; /* clusters resident at once */
+    int resident = 0;
+    const cudaError_t e = asked_once(
+        known, [&](int, int *r) { return resident_clusters(Kernel, block, cluster, smem, r); },
+        &resident);
     if (e != cudaSuccess)
         return e;
-    if (device < max_devices)
-        resident = known[device].load(std::memory_order_relaxed);
-    if (resident == 0) {
-        e = resident_clusters(Kernel, block, cluster, smem, &resident);
-        if (e != cudaSuccess)
-            return e;
-        if (resident < 1)
-            return cudaErrorInvalidConfiguration;
-        if (device < max_devices)
-            known[device].store(resident, std::memory_order_relaxed);
-    }
+    if (resident < 1)
+        return cudaErrorInvalidConfiguration;
     *grid = (unsigned)(work < resident ? work : resident);
     return cudaSuccess;
 }

@@ -93,38 +93,37 @@ template <bool WAIT> __global__ void zero_after_poison(unsigned char *p, size_t 
 static inline int overlap_detected(void)
 {
     const size_t bytes = 4096;
-    unsigned char *p, got[2][4096];
+    unsigned char *p, got[4096];
     const bool overlaps = ktune_launch::overlap_allowed();
     cudaStream_t own;
     CHECK(cudaMalloc(&p, bytes));
     CHECK(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
+    /* the bytes left poisoned behind a kernel that writes zeros after the poison on s */
+    auto poisoned_after = [&](cudaStream_t s, bool wait) {
+        CHECK(poison_late(p, bytes, s));
+        CHECK(ktune_launch::launch_overlapped(wait ? zero_after_poison<true>
+                                                   : zero_after_poison<false>,
+                                              dim3(1), dim3(256), dim3(1, 1, 1), 0, s, p, bytes));
+        CHECK(cudaMemcpyAsync(got, p, bytes, cudaMemcpyDeviceToHost, s));
+        CHECK(cudaStreamSynchronize(s));
+        int n = 0;
+        for (size_t j = 0; j < bytes; j++)
+            n += got[j] == 0xff;
+        return n;
+    };
     /* the first launch of a kernel loads it (lazy loading), and does not overlap */
-    CHECK(poison_late(p, bytes, own));
-    CHECK(ktune_launch::launch_overlapped(zero_after_poison<true>, dim3(1), dim3(256),
-                                          dim3(1, 1, 1), 0, own, p, bytes));
-    CHECK(ktune_launch::launch_overlapped(zero_after_poison<false>, dim3(1), dim3(256),
-                                          dim3(1, 1, 1), 0, own, p, bytes));
-    CHECK(cudaStreamSynchronize(own));
+    poisoned_after(own, true);
+    poisoned_after(own, false);
     const cudaStream_t streams[2] = {0, own};
     const char *names[2] = {"the default", "its own"};
     int ok = 1;
     for (int i = 0; i < 2; i++) {
-        int poisoned[2] = {0, 0};
-        for (int wait = 0; wait < 2; wait++) {
-            CHECK(poison_late(p, bytes, streams[i]));
-            CHECK(ktune_launch::launch_overlapped(wait ? zero_after_poison<true>
-                                                       : zero_after_poison<false>,
-                                                  dim3(1), dim3(256), dim3(1, 1, 1), 0, streams[i],
-                                                  p, bytes));
-            CHECK(cudaMemcpyAsync(got[wait], p, bytes, cudaMemcpyDeviceToHost, streams[i]));
-            CHECK(cudaStreamSynchronize(streams[i]));
-            for (size_t j = 0; j < bytes; j++)
-                poisoned[wait] += got[wait][j] == 0xff;
-        }
+        const int without = poisoned_after(streams[i], false);
+        const int with = poisoned_after(streams[i], true);
         printf("overlapped launches %s, %s stream: a kernel without wait_previous found %d of "
                "%d bytes poisoned after it, one with it %d\n",
-               overlaps ? "on" : "off", names[i], poisoned[0], (int)bytes, poisoned[1]);
-        ok &= poisoned[1] == 0 && (overlaps ? poisoned[0] > 0 : poisoned[0] == 0);
+               overlaps ? "on" : "off", names[i], without, (int)bytes, with);
+        ok &= with == 0 && (overlaps ? without > 0 : without == 0);
     }
     CHECK(cudaStreamDestroy(own));
     CHECK(cudaFree(p));
