@@ -168,17 +168,17 @@ cudaError_t launch_overlapped(void (*kernel)(Params...), dim3 grid, dim3 block, 
                              smem, s, args...);
 }
 
-/* Launches kernel on grid x block as a cooperative grid: every block resident at once, so that
- * they may wait for each other at grid barriers (the launch fails where the device cannot hold
- * the grid). A launch error is returned and cleared. */
+/* Launches kernel on grid x block with smem bytes of dynamic shared memory as a cooperative grid:
+ * every block resident at once, so that they may wait for each other at grid barriers (the launch
+ * fails where the device cannot hold the grid). A launch error is returned and cleared. */
 template <typename... Params, typename... Args>
-cudaError_t launch_cooperative(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s,
-                               Args... args)
+cudaError_t launch_cooperative(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                               cudaStream_t s, Args... args)
 {
     cudaLaunchAttribute attr = {};
     attr.id = cudaLaunchAttributeCooperative;
     attr.val.cooperative = 1;
-    return launch_attributed(&attr, kernel, grid, block, dim3(1, 1, 1), 0, s, args...);
+    return launch_attributed(&attr, kernel, grid, block, dim3(1, 1, 1), smem, s, args...);
 }
 
 /* How many clusters of `cluster` blocks of `block` threads and smem bytes of dynamic shared memory

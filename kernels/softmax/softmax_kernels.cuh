@@ -757,25 +757,36 @@ __device__ __forceinline__ void chunk_reduce(T *buf, int n, int a, float *red, f
 }
 
 /* dst = e * scale over the chunk's exponentials in shared memory (chunk_reduce's, at buf + a);
- * with `aligned`, dst lies a elements past a 16-byte boundary too. */
-template <typename T, int THREADS>
+ * with `aligned`, dst lies a elements past a 16-byte boundary too. With SKIP, the elements
+ * [skip, skip + 8 / sizeof(T)) are left as they are (the slot resident_kernel parks a pair in). */
+template <typename T, int THREADS, bool SKIP = false>
 __device__ __forceinline__ void chunk_write(const T *buf, T *dst, int n, int a, bool aligned,
-                                            float scale)
+                                            float scale, int skip = 0)
 {
-    constexpr int E = 16 / sizeof(T);
+    constexpr int E = 16 / sizeof(T), HELD = 8 / sizeof(T);
     const span<T> sp(a, n);
     const T *data = buf + a;
     const int tid = threadIdx.x;
+    auto kept = [&](int k) { return SKIP && k >= skip && k < skip + HELD; };
     for (int i = tid; i < sp.vectors; i += THREADS) {
         const pack<T, E> p = pack_load<T, E>(data + sp.vector(i));
         float e[E];
 #pragma unroll
         for (int j = 0; j < E; j++)
             e[j] = to_float(p.v[j]);
+        if (SKIP && sp.vector(i) < skip + HELD && sp.vector(i) + E > skip) {
+            const pack<T, E> q = convert<T, E>(e, scale);
+#pragma unroll
+            for (int j = 0; j < E; j++)
+                if (!kept(sp.vector(i) + j))
+                    dst[sp.vector(i) + j] = q.v[j];
+            continue;
+        }
         store_vector<T, E>(dst + sp.vector(i), aligned, e, scale);
     }
     for (int k = tid; k < sp.scalars; k += THREADS)
-        dst[sp.scalar(k)] = from_float<T>(to_float(data[sp.scalar(k)]) * scale);
+        if (!kept(sp.scalar(k)))
+            dst[sp.scalar(k)] = from_float<T>(to_float(data[sp.scalar(k)]) * scale);
 }
 
 template <typename T, int CTAS, int THREADS>
@@ -966,6 +977,94 @@ __global__ void __launch_bounds__(THREADS)
     }
     for (int k = tid; k < sp.scalars; k += THREADS)
         yp[sp.scalar(k)] = from_float<T>(__expf(to_float(xp[sp.scalar(k)]) - base) * inv);
+}
+
+/* Rows over the whole device, each held in shared memory between its two passes, so that it is
+ * read from memory once (split reads it twice): a cooperative grid (all resident at once) takes
+ * the rows in waves of `at_once`, each row over `parts` blocks (block b of the grid: row b /
+ * parts of the wave, its elements [q * cols / parts, (q + 1) * cols / parts) for q = b % parts;
+ * blocks past at_once * parts wait at the barriers only). A block copies its part to shared
+ * memory (chunk_fetch), reduces it (chunk_reduce), parks its (max, sum) in the first
+ * 8-byte-aligned 8 bytes of its part of y (the part is in shared memory by then, so x == y
+ * loses nothing), and after a grid barrier collects its row's pairs and writes the part, all but
+ * the slot's elements: those it holds (thread 0) until the next barrier, which every block
+ * passes only once it has read the slots of the wave before. One barrier a wave and one at the
+ * end; no workspace. */
+template <typename T, int THREADS, int PER_SM>
+__global__ void __launch_bounds__(THREADS, PER_SM)
+    resident_kernel(const T *x, T *y, int64_t rows, int cols, int parts, int at_once, bool aligned)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int E = 16 / sizeof(T), HELD = 8 / sizeof(T);
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __shared__ float2 red[32];
+    T *const buf = reinterpret_cast<T *>(smem_raw);
+    const int tid = threadIdx.x, q = (int)(blockIdx.x % parts);
+    const int64_t place = blockIdx.x / parts; /* the block's row in a wave */
+    auto part_begin = [&](int i) { return (int)((int64_t)i * cols / parts); };
+    const int lo = part_begin(q), n = part_begin(q + 1) - lo;
+    /* where part i of a row parks its pair */
+    auto slot_of = [&](int64_t row, int i) {
+        const uintptr_t at = (uintptr_t)(y + row * cols + part_begin(i));
+        return reinterpret_cast<float2 *>((at + 7) & ~(uintptr_t)7);
+    };
+    cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+    T held[HELD]; /* thread 0: the output over its last slot, written at held_at after a barrier */
+    T *held_at = nullptr;
+    auto write_held = [&] {
+        if (held_at != nullptr) {
+#pragma unroll
+            for (int j = 0; j < HELD; j++)
+                held_at[j] = held[j];
+            held_at = nullptr;
+        }
+    };
+    for (int64_t first = 0; first < rows; first += at_once) {
+        const int64_t row = first + place;
+        const bool mine = place < at_once && row < rows;
+        float m = -INFINITY, s = 0.f;
+        int a = 0;
+        if (mine) {
+            const T *src = x + row * cols + lo;
+            a = aligned ? lead<T, E>(src) : 0;
+            chunk_fetch<T, THREADS>(buf, src, n, a, aligned);
+            cp_async_wait_all();
+            __syncthreads();
+            chunk_reduce<T, THREADS>(buf, n, a, reinterpret_cast<float *>(red), m, s);
+            if (tid == 0)
+                *slot_of(row, q) = make_float2(m, s);
+        }
+        grid.sync();
+        if (tid == 0)
+            write_held();
+        if (!mine)
+            continue;
+        float rm = -INFINITY, rs = 0.f;
+        for (int i = tid; i < parts; i += THREADS) {
+            const float2 p = __ldcg(slot_of(row, i)); /* written by other multiprocessors: from L2 */
+            online_merge(rm, rs, p.x, p.y);
+        }
+        block_merge<THREADS>(rm, rs, red);
+        /* a part of -inf only: its exponentials are 0 (NaN for a row of -inf, as everywhere) */
+        const float scale = m == -INFINITY ? (rs > 0.f ? 0.f : NAN) : __expf(m - rm) / rs;
+        T *dst = y + row * cols + lo;
+        const int skip = (int)(((uintptr_t)slot_of(row, q) - (uintptr_t)dst) / sizeof(T));
+        if (tid == 0) {
+#pragma unroll
+            for (int j = 0; j < HELD; j++)
+                held[j] = from_float<T>(to_float(buf[a + skip + j]) * scale);
+            held_at = dst + skip;
+        }
+        chunk_write<T, THREADS, true>(buf, dst, n, a, aligned, scale, skip);
+        __syncthreads(); /* the buffer is read before the next wave's copies overwrite it */
+    }
+    grid.sync();
+    if (tid == 0)
+        write_held();
+#else
+    (void)x, (void)y, (void)rows, (void)cols, (void)parts, (void)at_once, (void)aligned;
+    __trap();
+#endif
 }
 
 template <typename T, int VEC> static bool is_aligned(const void *x, const void *y, int64_t cols)
@@ -1194,9 +1293,60 @@ template <int THREADS, int UNROLL, int PER_SM> struct split_launcher {
             cols / parts * (int64_t)sizeof(T) < 16)
             return cudaErrorInvalidValue;
         return ktune_launch::launch_cooperative(kernel, dim3((unsigned)(rows * parts)),
-                                                dim3(THREADS), s, (const T *)x, (T *)y, rows,
+                                                dim3(THREADS), 0, s, (const T *)x, (T *)y, rows,
                                                 (int)cols, (int)parts,
                                                 same_alignment<T, 16 / sizeof(T)>(x, y));
+    }
+};
+
+/* Rows held in the shared memory of the whole device (resident_kernel): PER_SM blocks a
+ * multiprocessor, each with the shared memory of its share (the kernel's static shared memory and
+ * the 1 KB a block reserves taken off); a row over the fewest blocks whose buffers hold it (a
+ * vector more than a part each, for its lead), as many rows at once as the grid holds. Rows
+ * longer than the device's shared memory are refused. */
+template <int THREADS, int PER_SM> struct resident_launcher {
+    template <typename T>
+    static cudaError_t run(const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
+    {
+        constexpr int E = 16 / sizeof(T);
+        cudaError_t e = check_shape(rows, cols, rows);
+        if (e != cudaSuccess)
+            return e;
+        constexpr auto kernel = resident_kernel<T, THREADS, PER_SM>;
+        int device = 0, sms = 0, optin = 0, per_sm = 0;
+        cudaFuncAttributes attr;
+        e = cudaGetDevice(&device);
+        if (e == cudaSuccess)
+            e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+        if (e == cudaSuccess)
+            e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+        if (e == cudaSuccess)
+            e = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
+        if (e == cudaSuccess)
+            e = cudaFuncGetAttributes(&attr, kernel);
+        if (e != cudaSuccess)
+            return e;
+        const int64_t share = std::min<int64_t>(optin, per_sm / PER_SM - 1024) -
+                              (int64_t)attr.sharedSizeBytes;
+        const size_t bytes = (size_t)(share / 16 * 16);
+        unsigned resident;
+        e = ktune_launch::persistent_grid<kernel>(dim3(THREADS), dim3(1, 1, 1), bytes, INT64_MAX,
+                                                  &resident);
+        if (e != cudaSuccess)
+            return e;
+        const int64_t blocks = (int64_t)PER_SM * sms, capacity = (int64_t)bytes / sizeof(T) - E;
+        if ((int64_t)resident < blocks || capacity < 1)
+            return cudaErrorInvalidValue;
+        const int64_t fewest = (cols + capacity - 1) / capacity; /* blocks a row needs */
+        if (fewest > blocks)
+            return cudaErrorInvalidValue;
+        const int64_t at_once = std::min(rows, blocks / fewest), parts = blocks / at_once;
+        if (cols / parts * (int64_t)sizeof(T) < 16) /* a part holds its slot */
+            return cudaErrorInvalidValue;
+        return ktune_launch::launch_cooperative(kernel, dim3((unsigned)blocks), dim3(THREADS),
+                                                bytes, s, (const T *)x, (T *)y, rows, (int)cols,
+                                                (int)parts, (int)at_once,
+                                                same_alignment<T, E>(x, y));
     }
 };
 

@@ -1,6 +1,7 @@
 /* Every softmax config of the space, on odd shapes (odd rows mostly -inf), against a CPU fp64
- * reference, on outputs poisoned late (poison_late); then the public entry point: tables,
- * explain, KTUNE_FORCE, in place. Exits 77 without a GPU. */
+ * reference, on outputs poisoned late (poison_late), and in place for the variants that park
+ * their partial sums in the output; then the public entry point: tables, explain, KTUNE_FORCE,
+ * in place. Exits 77 without a GPU. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -135,7 +136,9 @@ int main()
                                  {1, 131072, 0, 0},  {2, 1000000, 0, 0},   {9, 4103, 3, 3},
                                  {1, 262147, 5, 5},  {3, 300001, 1, 0},    {5, 50257, 7, 7},
                                  /* rows enough for the persistent variant */
-                                 {300, 8200, 1, 1},  {67, 65537, 0, 0},    {67, 50257, 3, 3}};
+                                 {300, 8200, 1, 1},  {67, 65537, 0, 0},    {67, 50257, 3, 3},
+                                 /* long rows in several waves of resident's grid */
+                                 {60, 300001, 2, 2}, {45, 262147, 1, 0}};
     long long checked = 0, failures = 0;
     for (int dtype = 0; dtype < 3; dtype++)
         for (const auto &sh : shapes) {
@@ -151,20 +154,30 @@ int main()
                 const ktune_instance *in = &ktune__softmax_candidates[i];
                 if (!ktune__softmax_valid(in->variant, in->params, key, dev))
                     continue;
-                CHECK(poison_late(p.dy, (size_t)(p.rows * p.cols) * esize(dtype)));
-                cudaError_t e = ((ktune__softmax_launch_t *)in->launch)(p.dx, p.dy, p.rows, p.cols,
-                                                                       dtype, 0);
-                if (e == cudaSuccess)
-                    e = cudaDeviceSynchronize();
-                long long bad = e == cudaSuccess ? check_output(p, p.dy) : -1;
-                checked++;
-                if (bad != 0) {
-                    failures++;
-                    printf("FAIL %s %s rows=%lld cols=%lld offsets=%d,%d: %s, %lld wrong\n",
-                           in->name, ktune_dtype_name(dtype), (long long)p.rows,
-                           (long long)p.cols, p.offset, p.yoffset, cudaGetErrorString(e), bad);
-                    if (e != cudaSuccess && e != cudaErrorInvalidValue)
-                        return 1;
+                const size_t bytes = (size_t)(p.rows * p.cols) * esize(dtype);
+                /* in place too for the variants that park their partial sums in y */
+                const bool parks = strncmp(in->name, "split", 5) == 0 ||
+                                   strncmp(in->name, "resident", 8) == 0;
+                for (int inplace = 0; inplace <= (int)parks; inplace++) {
+                    if (inplace)
+                        CHECK(cudaMemcpy(p.dy, p.dx, bytes, cudaMemcpyDeviceToDevice));
+                    else
+                        CHECK(poison_late(p.dy, bytes));
+                    cudaError_t e = ((ktune__softmax_launch_t *)in->launch)(
+                        inplace ? p.dy : p.dx, p.dy, p.rows, p.cols, dtype, 0);
+                    if (e == cudaSuccess)
+                        e = cudaDeviceSynchronize();
+                    long long bad = e == cudaSuccess ? check_output(p, p.dy) : -1;
+                    checked++;
+                    if (bad != 0) {
+                        failures++;
+                        printf("FAIL %s %s rows=%lld cols=%lld offsets=%d,%d%s: %s, %lld wrong\n",
+                               in->name, ktune_dtype_name(dtype), (long long)p.rows,
+                               (long long)p.cols, p.offset, p.yoffset, inplace ? " in place" : "",
+                               cudaGetErrorString(e), bad);
+                        if (e != cudaSuccess && e != cudaErrorInvalidValue)
+                            return 1;
+                    }
                 }
             }
             /* the public entry point, out of place then in place */

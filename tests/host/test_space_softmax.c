@@ -14,18 +14,19 @@ int main(int argc, char **argv)
     if (loaded != 0)
         return loaded;
     ktune_err err;
-    int per_variant[7] = {0};
+    int per_variant[8] = {0};
     for (int i = 0; i < s.nconfigs; i++)
         per_variant[s.configs[i].variant]++;
     /* vec: 18 (vec, iters) pairs with vec*iters <= 32, x 3 warps; block: 15 + 15 + 15 + 13
      * (threads*vec*iters <= 16384); online: 3 x 4 x 2 x 3; cluster: 27 (threads, vec, iters) triples
      * with vec*iters <= 64 and 4096 <= threads*vec*iters <= 16384, x 4 cluster sizes; smem: 4 x 3;
-     * pipe: 5 x 3 x 2; split: 6 (threads, per_sm) pairs with threads * per_sm <= 1024, x 2 */
-    CHECK(s.nvariants == 7);
+     * pipe: 5 x 3 x 2; split: 6 (threads, per_sm) pairs with threads * per_sm <= 1024, x 2;
+     * resident: 5 (threads, per_sm) pairs with threads * per_sm <= 1024 */
+    CHECK(s.nvariants == 8);
     CHECK(per_variant[0] == 54 && per_variant[1] == 58 && per_variant[2] == 72 &&
           per_variant[3] == 108 && per_variant[4] == 12 && per_variant[5] == 30 &&
-          per_variant[6] == 12);
-    CHECK(s.nconfigs == 346);
+          per_variant[6] == 12 && per_variant[7] == 5);
+    CHECK(s.nconfigs == 351);
     /* cols 32..131072 (13 values) x rows {1, 32, 1024, 8192, 65536} with rows*cols <= 2^27,
      * x 3 dtypes: (13 + 13 + 13 + 10 + 7) x 3; then 6 vocabulary widths x rows {1, 32, 128, 512,
      * 1024} under the same cap (1024 rows: the 3 widths up to 128256): (6 + 6 + 6 + 6 + 3) x 3;
@@ -40,10 +41,10 @@ int main(int argc, char **argv)
 
     const ktune_device devices[2] = {{"H", 132, 90, 1024, 232448, 52428800, 1},
                                      {"A", 108, 80, 512, 166912, 41943040, 0}};
-    long agree, per_variant_valid[2 * 7] = {0}, valid = 0;
+    long agree, per_variant_valid[2 * 8] = {0}, valid = 0;
     CHECK(space_validity_disagreements(&s, ktune__softmax_valid, devices, 2, &agree,
                                        per_variant_valid) == 0);
-    for (int i = 0; i < 2 * 7; i++)
+    for (int i = 0; i < 2 * 8; i++)
         valid += per_variant_valid[i];
     CHECK(valid > 0 && valid < agree);
     printf("%ld (config, shape, device) validity checks agree, %ld valid\n", agree, valid);
