@@ -45,7 +45,7 @@ __device__ __forceinline__ void zero_value_rows(unsigned char *v_s, int valid, i
         *reinterpret_cast<uint4 *>(v_s + (rest / 8) * BN * 128 + row * 128 + (rest % 8) * 16) =
             make_uint4(0, 0, 0, 0);
     }
-    ktune_matmul_impl::tma_store_fence();
+    ktune_matmul_impl::fence_proxy_async();
 }
 
 /* Where a block's ring lies: STAGES stages of stage_bytes from base, each a key tile and then,

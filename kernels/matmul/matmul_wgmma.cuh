@@ -133,7 +133,7 @@ __device__ __forceinline__ void store_fragment_tma(const CUtensorMap *map_c, uns
             *reinterpret_cast<uint32_t *>(buf + (r + 8) * 128 + swizzled) =
                 pack2<T>(value(4 * j + 2), value(4 * j + 3));
         }
-        tma_store_fence();
+        fence_proxy_async();
         warpgroup_sync(consumer);
         if (tid == 0)
             tma_store(map_c, col0 + chunk * 64, row0, buf);

@@ -252,17 +252,11 @@ template <int R> __device__ __forceinline__ void registers_raise()
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
 }
 
-__device__ __forceinline__ void barrier_init(uint64_t *bar, int count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count)
-                 : "memory");
-}
-
-/* Makes initialized barriers visible to the asynchronous (TMA) proxy. */
-__device__ __forceinline__ void barrier_init_fence()
-{
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
+using ktune_common::barrier_arrive;
+using ktune_common::barrier_expect;
+using ktune_common::barrier_init;
+using ktune_common::barrier_init_fence;
+using ktune_common::barrier_wait;
 
 /* A producer-consumer ring's STAGES pairs of barriers, set up by thread 0 of the block (made
  * visible to TMA, not yet to the other threads): full[s] completes on full_arrivals arrivals and
@@ -289,33 +283,6 @@ __device__ __forceinline__ void ring_barriers_init(uint64_t *full, uint64_t *emp
     __syncthreads();
 }
 
-/* One arrival, announcing `bytes` more that TMA will deliver to complete the phase. */
-__device__ __forceinline__ void barrier_expect(uint64_t *bar, uint32_t bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
-                 "r"(bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void barrier_arrive(uint64_t *bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
-
-/* Waits until the phase of the given parity has completed. A fresh barrier is in phase 0, so
- * waiting for parity 1 returns at once. */
-__device__ __forceinline__ void barrier_wait(uint64_t *bar, int parity)
-{
-    uint32_t done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(smem_addr(bar)), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
-
 /* A barrier of the 128 threads of consumer warpgroup `consumer` (0, 1 or 2): named barrier 1, 2
  * or 3, as 0 is __syncthreads. Immediate ids, so that a kernel holds only the barriers it uses. */
 __device__ __forceinline__ void warpgroup_sync(int consumer)
@@ -329,10 +296,7 @@ __device__ __forceinline__ void warpgroup_sync(int consumer)
 }
 
 /* Makes this thread's shared-memory writes visible to TMA (the asynchronous proxy). */
-__device__ __forceinline__ void tma_store_fence()
-{
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
+using ktune_common::fence_proxy_async;
 
 /* TMA: shared memory at src into the box of map at (x, y); parts outside the tensor are not
  * written. Commits the store as one bulk group. */

@@ -128,7 +128,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     }
     ktune_common::cp_async_commit();
     ktune_common::cp_async_wait<0>();
-    tma_store_fence(); /* the copies' writes, visible to the multiplies (the async proxy) */
+    fence_proxy_async(); /* the copies' writes, visible to the multiplies (the async proxy) */
     warpgroup_sync(consumer);
 
     /* this thread's rows: ra and ra + 8 */

@@ -60,5 +60,6 @@ typedef cudaError_t ktune__softmax_launch_t(const void *x, void *y, int64_t rows
     KTUNE_SOFTMAX_DEFINE_(fn, combos, ktune_softmax_impl::pipe_launcher<ctas, threads, stages>)
 #define KTUNE_SOFTMAX_DEFINE_SPLIT(fn, combos, threads, unroll, per_sm)                            \
     KTUNE_SOFTMAX_DEFINE_(fn, combos, ktune_softmax_impl::split_launcher<threads, unroll, per_sm>)
-#define KTUNE_SOFTMAX_DEFINE_RESIDENT(fn, combos, threads, per_sm)                                \
-    KTUNE_SOFTMAX_DEFINE_(fn, combos, ktune_softmax_impl::resident_launcher<threads, per_sm>)
+#define KTUNE_SOFTMAX_DEFINE_RESIDENT(fn, combos, threads, per_sm, stages)                        \
+    KTUNE_SOFTMAX_DEFINE_(fn, combos,                                                              \
+                          ktune_softmax_impl::resident_launcher<threads, per_sm, stages>)

@@ -26,12 +26,18 @@
 
 namespace ktune_softmax_impl {
 
+using ktune_common::barrier_expect;
+using ktune_common::barrier_init;
+using ktune_common::barrier_init_fence;
+using ktune_common::barrier_wait;
 using ktune_common::block_merge;
 using ktune_common::block_reduce;
+using ktune_common::bulk_copy_to_shared;
 using ktune_common::cp_async16;
 using ktune_common::cp_async_commit;
 using ktune_common::cp_async_wait;
 using ktune_common::cp_async_wait_all;
+using ktune_common::fence_proxy_async;
 using ktune_common::from_float;
 using ktune_common::online_merge;
 using ktune_common::to_float;
@@ -699,6 +705,49 @@ __device__ __forceinline__ void chunk_fetch(T *buf, const T *src, int n, int a, 
             buf[i * E + j] = from[i * E + j];
 }
 
+/* As chunk_fetch, with the whole 16-byte blocks copied by the copy engine (sm_90) in bulk copies
+ * that complete the phase of the transaction barrier bar, so that no thread holds a load in flight
+ * and the block goes on computing while they land. Thread 0 announces their bytes (none where the
+ * chunk goes element by element) and issues them; a thread waits for bar and then the block
+ * barrier (the ends' elements) before it reads the chunk. */
+template <typename T, int THREADS>
+__device__ __forceinline__ void chunk_fetch_bulk(T *buf, const T *src, int n, int a, bool aligned,
+                                                 uint64_t *bar)
+{
+    constexpr int E = 16 / sizeof(T);
+    constexpr uint32_t PIECE = 16384; /* bytes a bulk copy */
+    const int tid = threadIdx.x;
+    if (!aligned) {
+        if (tid == 0)
+            barrier_expect(bar, 0);
+        for (int i = tid; i < n; i += THREADS)
+            buf[i] = src[i];
+        return;
+    }
+    const T *from = src - a;
+    const int blocks = n > 0 ? (a + n + E - 1) / E : 0;
+    /* block i holds the chunk's elements [first(i), last(i)) of its E */
+    auto first = [&](int i) { return i == 0 ? a : 0; };
+    auto last = [&](int i) { return min(E, a + n - i * E); };
+    const int whole0 = blocks > 0 && first(0) > 0 ? 1 : 0;
+    const int whole1 = blocks > 0 && last(blocks - 1) < E ? blocks - 1 : blocks;
+    if (tid == 0) {
+        const uint32_t bytes = whole1 > whole0 ? (uint32_t)(whole1 - whole0) * 16u : 0u;
+        barrier_expect(bar, bytes);
+        for (uint32_t at = 0; at < bytes; at += PIECE)
+            bulk_copy_to_shared(buf + whole0 * E + at / sizeof(T), from + whole0 * E + at / sizeof(T),
+                                min(PIECE, bytes - at), bar);
+    }
+    int i = -1; /* the partial block this thread copies, if any */
+    if (tid == 0 && blocks > 0)
+        i = 0;
+    else if (tid == THREADS - 1 && blocks > 1)
+        i = blocks - 1;
+    if (i >= 0 && (first(i) > 0 || last(i) < E))
+        for (int j = first(i); j < last(i); j++)
+            buf[i * E + j] = from[i * E + j];
+}
+
 /* The max of a pack's elements and m (16-bit elements compared two at a time, as stored). */
 template <typename T, int E> __device__ __forceinline__ float pack_max(const pack<T, E> &p, float m)
 {
@@ -757,36 +806,25 @@ __device__ __forceinline__ void chunk_reduce(T *buf, int n, int a, float *red, f
 }
 
 /* dst = e * scale over the chunk's exponentials in shared memory (chunk_reduce's, at buf + a);
- * with `aligned`, dst lies a elements past a 16-byte boundary too. With SKIP, the elements
- * [skip, skip + 8 / sizeof(T)) are left as they are (the slot resident_kernel parks a pair in). */
-template <typename T, int THREADS, bool SKIP = false>
+ * with `aligned`, dst lies a elements past a 16-byte boundary too. */
+template <typename T, int THREADS>
 __device__ __forceinline__ void chunk_write(const T *buf, T *dst, int n, int a, bool aligned,
-                                            float scale, int skip = 0)
+                                            float scale)
 {
-    constexpr int E = 16 / sizeof(T), HELD = 8 / sizeof(T);
+    constexpr int E = 16 / sizeof(T);
     const span<T> sp(a, n);
     const T *data = buf + a;
     const int tid = threadIdx.x;
-    auto kept = [&](int k) { return SKIP && k >= skip && k < skip + HELD; };
     for (int i = tid; i < sp.vectors; i += THREADS) {
         const pack<T, E> p = pack_load<T, E>(data + sp.vector(i));
         float e[E];
 #pragma unroll
         for (int j = 0; j < E; j++)
             e[j] = to_float(p.v[j]);
-        if (SKIP && sp.vector(i) < skip + HELD && sp.vector(i) + E > skip) {
-            const pack<T, E> q = convert<T, E>(e, scale);
-#pragma unroll
-            for (int j = 0; j < E; j++)
-                if (!kept(sp.vector(i) + j))
-                    dst[sp.vector(i) + j] = q.v[j];
-            continue;
-        }
         store_vector<T, E>(dst + sp.vector(i), aligned, e, scale);
     }
     for (int k = tid; k < sp.scalars; k += THREADS)
-        if (!kept(sp.scalar(k)))
-            dst[sp.scalar(k)] = from_float<T>(to_float(data[sp.scalar(k)]) * scale);
+        dst[sp.scalar(k)] = from_float<T>(to_float(data[sp.scalar(k)]) * scale);
 }
 
 template <typename T, int CTAS, int THREADS>
@@ -979,90 +1017,170 @@ __global__ void __launch_bounds__(THREADS)
         yp[sp.scalar(k)] = from_float<T>(__expf(to_float(xp[sp.scalar(k)]) - base) * inv);
 }
 
+/* The most blocks resident_kernel's grid may have. */
+constexpr int resident_max_blocks = 1024;
+
+/* What the blocks of a resident_kernel grid share besides the rows, in the module's global memory
+ * (one a kernel instance and device, so that the library's signature needs no workspace): their
+ * (max, sum) pairs, in slots of two generations, and counts of arrivals at barriers.
+ *
+ * `arrived` counts arrivals at grid barriers and only grows: a launch takes it from a multiple of
+ * its grid's size to later ones, and the next launch of the instance, whose blocks need the whole
+ * device, starts only once blocks of this one leave, after their last grid barrier. `row_arrived`
+ * counts the arrivals of a row's blocks at its barriers (place p: the p-th row of each wave), an
+ * epoch in its high 32 bits: the last arrival of a launch moves it to the next epoch, and a
+ * launch reads it only after a grid barrier that no block passes while one of the launch before
+ * is still running. */
+template <typename T, int THREADS, int PER_SM, int STAGES> struct resident_shared {
+    float2 slots[2][resident_max_blocks];     /* one row a wave: by the grid barrier's generation */
+    float2 row_slots[2][resident_max_blocks]; /* several: by the wave's parity */
+    unsigned long long arrived;
+    unsigned long long row_arrived[resident_max_blocks];
+};
+
+template <typename T, int THREADS, int PER_SM, int STAGES>
+__device__ resident_shared<T, THREADS, PER_SM, STAGES> resident_state;
+
+/* Thread 0 arrives at a counter for its block (releasing what the block wrote before, after a
+ * block barrier) and returns the count before it. */
+__device__ __forceinline__ unsigned long long arrive(unsigned long long *count)
+{
+    unsigned long long old;
+    asm volatile("atom.add.release.gpu.global.u64 %0, [%1], 1;\n" : "=l"(old) : "l"(count) : "memory");
+    return old;
+}
+
+/* Thread 0 waits until *count reaches target; what the arrivals released is visible to the block
+ * after the block barrier that follows. */
+__device__ __forceinline__ void wait_count(const unsigned long long *count, unsigned long long target)
+{
+    unsigned long long now;
+    do
+        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(now) : "l"(count) : "memory");
+    while (now < target);
+}
+
+/* Waits until every block of the grid has arrived `generation + 1` times in all. */
+__device__ __forceinline__ void grid_barrier(unsigned long long *arrived,
+                                             unsigned long long generation)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        arrive(arrived);
+        wait_count(arrived, (generation + 1) * gridDim.x);
+    }
+    __syncthreads();
+}
+
+/* Waits until the `parts` blocks of the row have arrived `wave + 1` times since the epoch that
+ * starts at base; the last of `total` arrivals of the launch moves the count to the next epoch. */
+__device__ __forceinline__ void row_barrier(unsigned long long *arrived, unsigned long long base,
+                                            int wave, int parts, unsigned long long total)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        if (arrive(arrived) - base + 1 == total)
+            atomicAdd(arrived, (1ull << 32) - total);
+        wait_count(arrived, base + (unsigned long long)(wave + 1) * parts);
+    }
+    __syncthreads();
+}
+
 /* Rows over the whole device, each held in shared memory between its two passes, so that it is
  * read from memory once (split reads it twice): a cooperative grid (all resident at once) takes
- * the rows in waves of `at_once`, each row over `parts` blocks (block b of the grid: row b /
+ * the rows in waves of `at_once`, each row over `parts` blocks (block b of the grid: place b /
  * parts of the wave, its elements [q * cols / parts, (q + 1) * cols / parts) for q = b % parts;
- * blocks past at_once * parts wait at the barriers only). A block copies its part to shared
- * memory (chunk_fetch), reduces it (chunk_reduce), parks its (max, sum) in the first
- * 8-byte-aligned 8 bytes of its part of y (the part is in shared memory by then, so x == y
- * loses nothing), and after a grid barrier collects its row's pairs and writes the part, all but
- * the slot's elements: those it holds (thread 0) until the next barrier, which every block
- * passes only once it has read the slots of the wave before. One barrier a wave and one at the
- * end; no workspace. */
-template <typename T, int THREADS, int PER_SM>
+ * blocks past at_once * parts leave). A block copies its part to shared memory (chunk_fetch),
+ * reduces it (chunk_reduce), publishes its (max, sum), and after a barrier of its row collects
+ * the row's pairs and writes the part. With one row a wave the row's barrier is a grid barrier;
+ * with several, each place has its own, so that the rows of a wave (and the blocks of a
+ * multiprocessor) go at their own pace, after one grid barrier at the start. A slot is written
+ * again two waves later, after a barrier that each of its readers passes only once it has read
+ * it. A part lands by bulk copies (chunk_fetch_bulk); with STAGES buffers `stride` elements
+ * apart, the copies of the next STAGES - 1 waves are in flight while a wave is reduced and
+ * written. sm_90. */
+template <typename T, int THREADS, int PER_SM, int STAGES>
 __global__ void __launch_bounds__(THREADS, PER_SM)
-    resident_kernel(const T *x, T *y, int64_t rows, int cols, int parts, int at_once, bool aligned)
+    resident_kernel(const T *x, T *y, int64_t rows, int cols, int parts, int at_once, int stride,
+                    bool aligned)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    constexpr int E = 16 / sizeof(T), HELD = 8 / sizeof(T);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int E = 16 / sizeof(T);
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ float2 red[32];
-    T *const buf = reinterpret_cast<T *>(smem_raw);
+    __shared__ uint64_t landed[STAGES]; /* a buffer's bulk copies */
+    T *const base = reinterpret_cast<T *>(smem_raw);
+    resident_shared<T, THREADS, PER_SM, STAGES> &shared = resident_state<T, THREADS, PER_SM, STAGES>;
     const int tid = threadIdx.x, q = (int)(blockIdx.x % parts);
-    const int64_t place = blockIdx.x / parts; /* the block's row in a wave */
-    auto part_begin = [&](int i) { return (int)((int64_t)i * cols / parts); };
-    const int lo = part_begin(q), n = part_begin(q + 1) - lo;
-    /* where part i of a row parks its pair */
-    auto slot_of = [&](int64_t row, int i) {
-        const uintptr_t at = (uintptr_t)(y + row * cols + part_begin(i));
-        return reinterpret_cast<float2 *>((at + 7) & ~(uintptr_t)7);
+    const int place = (int)(blockIdx.x / parts); /* the block's row in a wave */
+    const int lo = (int)((int64_t)q * cols / parts), n = (int)((int64_t)(q + 1) * cols / parts) - lo;
+    const int first = (int)(blockIdx.x - q); /* the slot of part 0 of the block's row */
+    const bool alone = at_once == 1;
+    auto mine = [&](int64_t row0) { return place < at_once && row0 + place < rows; };
+    auto lead_of = [&](int64_t row) { return aligned ? lead<T, E>(x + row * cols + lo) : 0; };
+    auto fetch = [&](int64_t row0, int stage) {
+        if (mine(row0))
+            chunk_fetch_bulk<T, THREADS>(base + (size_t)stage * stride,
+                                         x + (row0 + place) * cols + lo, n, lead_of(row0 + place),
+                                         aligned, &landed[stage]);
     };
-    cooperative_groups::grid_group grid = cooperative_groups::this_grid();
-    T held[HELD]; /* thread 0: the output over its last slot, written at held_at after a barrier */
-    T *held_at = nullptr;
-    auto write_held = [&] {
-        if (held_at != nullptr) {
+    if (tid == 0) {
+        for (int k = 0; k < STAGES; k++)
+            barrier_init(&landed[k], 1);
+        barrier_init_fence();
+    }
+    __syncthreads();
 #pragma unroll
-            for (int j = 0; j < HELD; j++)
-                held_at[j] = held[j];
-            held_at = nullptr;
-        }
-    };
-    for (int64_t first = 0; first < rows; first += at_once) {
-        const int64_t row = first + place;
-        const bool mine = place < at_once && row < rows;
-        float m = -INFINITY, s = 0.f;
-        int a = 0;
-        if (mine) {
-            const T *src = x + row * cols + lo;
-            a = aligned ? lead<T, E>(src) : 0;
-            chunk_fetch<T, THREADS>(buf, src, n, a, aligned);
-            cp_async_wait_all();
-            __syncthreads();
-            chunk_reduce<T, THREADS>(buf, n, a, reinterpret_cast<float *>(red), m, s);
-            if (tid == 0)
-                *slot_of(row, q) = make_float2(m, s);
-        }
-        grid.sync();
+    for (int k = 0; k < STAGES - 1; k++)
+        fetch((int64_t)k * at_once, k);
+    /* the generation of this launch's first grid barrier: the last launch's arrivals are all
+     * counted */
+    const unsigned long long generation =
+        *reinterpret_cast<volatile unsigned long long *>(&shared.arrived) / gridDim.x;
+    unsigned long long epoch = 0, total = 0;
+    if (!alone) {
+        grid_barrier(&shared.arrived, generation);
+        if (place >= at_once)
+            return;
+        epoch = *reinterpret_cast<volatile unsigned long long *>(&shared.row_arrived[place]) >>
+                32 << 32;
+        total = (unsigned long long)((rows - place + at_once - 1) / at_once) * parts;
+    }
+    int stage = 0, wave = 0;
+    for (int64_t row0 = 0; mine(row0); row0 += at_once, wave++) {
+        /* into the buffer of the wave before, written and read by every thread */
+        fetch(row0 + (int64_t)(STAGES - 1) * at_once, (stage + STAGES - 1) % STAGES);
+        barrier_wait(&landed[stage], wave / STAGES & 1);
+        __syncthreads();
+        const int64_t row = row0 + place;
+        T *const buf = base + (size_t)stage * stride;
+        float2 *const slots = alone ? shared.slots[(generation + wave) & 1] : shared.row_slots[wave & 1];
+        const int a = lead_of(row);
+        float m, s;
+        chunk_reduce<T, THREADS>(buf, n, a, reinterpret_cast<float *>(red), m, s);
         if (tid == 0)
-            write_held();
-        if (!mine)
-            continue;
+            slots[blockIdx.x] = make_float2(m, s);
+        if (alone)
+            grid_barrier(&shared.arrived, generation + wave);
+        else
+            row_barrier(&shared.row_arrived[place], epoch, wave, parts, total);
         float rm = -INFINITY, rs = 0.f;
         for (int i = tid; i < parts; i += THREADS) {
-            const float2 p = __ldcg(slot_of(row, i)); /* written by other multiprocessors: from L2 */
+            const float2 p = __ldcg(&slots[first + i]); /* written by other multiprocessors */
             online_merge(rm, rs, p.x, p.y);
         }
         block_merge<THREADS>(rm, rs, red);
         /* a part of -inf only: its exponentials are 0 (NaN for a row of -inf, as everywhere) */
         const float scale = m == -INFINITY ? (rs > 0.f ? 0.f : NAN) : __expf(m - rm) / rs;
-        T *dst = y + row * cols + lo;
-        const int skip = (int)(((uintptr_t)slot_of(row, q) - (uintptr_t)dst) / sizeof(T));
-        if (tid == 0) {
-#pragma unroll
-            for (int j = 0; j < HELD; j++)
-                held[j] = from_float<T>(to_float(buf[a + skip + j]) * scale);
-            held_at = dst + skip;
-        }
-        chunk_write<T, THREADS, true>(buf, dst, n, a, aligned, scale, skip);
-        __syncthreads(); /* the buffer is read before the next wave's copies overwrite it */
+        chunk_write<T, THREADS>(buf, y + row * cols + lo, n, a, aligned, scale);
+        /* the buffer is read and written before a later wave's bulk copies overwrite it */
+        fence_proxy_async();
+        __syncthreads();
+        stage = stage + 1 == STAGES ? 0 : stage + 1;
     }
-    grid.sync();
-    if (tid == 0)
-        write_held();
 #else
-    (void)x, (void)y, (void)rows, (void)cols, (void)parts, (void)at_once, (void)aligned;
+    (void)x, (void)y, (void)rows, (void)cols, (void)parts, (void)at_once, (void)stride;
+    (void)aligned;
     __trap();
 #endif
 }
@@ -1301,10 +1419,11 @@ template <int THREADS, int UNROLL, int PER_SM> struct split_launcher {
 
 /* Rows held in the shared memory of the whole device (resident_kernel): PER_SM blocks a
  * multiprocessor, each with the shared memory of its share (the kernel's static shared memory and
- * the 1 KB a block reserves taken off); a row over the fewest blocks whose buffers hold it (a
- * vector more than a part each, for its lead), as many rows at once as the grid holds. Rows
- * longer than the device's shared memory are refused. */
-template <int THREADS, int PER_SM> struct resident_launcher {
+ * the 1 KB a block reserves taken off), so that no other block of the kernel fits beside them, cut
+ * into STAGES buffers; a row over the fewest blocks whose buffers hold it (a vector more than a
+ * part each, for its lead), in the fewest waves the grid takes them in, as many rows in each as
+ * they take. Rows longer than a buffer of every block holds are refused. */
+template <int THREADS, int PER_SM, int STAGES> struct resident_launcher {
     template <typename T>
     static cudaError_t run(const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
     {
@@ -1312,7 +1431,7 @@ template <int THREADS, int PER_SM> struct resident_launcher {
         cudaError_t e = check_shape(rows, cols, rows);
         if (e != cudaSuccess)
             return e;
-        constexpr auto kernel = resident_kernel<T, THREADS, PER_SM>;
+        constexpr auto kernel = resident_kernel<T, THREADS, PER_SM, STAGES>;
         int device = 0, sms = 0, optin = 0, per_sm = 0;
         cudaFuncAttributes attr;
         e = cudaGetDevice(&device);
@@ -1328,24 +1447,25 @@ template <int THREADS, int PER_SM> struct resident_launcher {
             return e;
         const int64_t share = std::min<int64_t>(optin, per_sm / PER_SM - 1024) -
                               (int64_t)attr.sharedSizeBytes;
-        const size_t bytes = (size_t)(share / 16 * 16);
+        const int64_t stride = share / STAGES / 16 * 16 / (int64_t)sizeof(T); /* elements */
+        const size_t bytes = (size_t)(stride * STAGES) * sizeof(T);
         unsigned resident;
         e = ktune_launch::persistent_grid<kernel>(dim3(THREADS), dim3(1, 1, 1), bytes, INT64_MAX,
                                                   &resident);
         if (e != cudaSuccess)
             return e;
-        const int64_t blocks = (int64_t)PER_SM * sms, capacity = (int64_t)bytes / sizeof(T) - E;
-        if ((int64_t)resident < blocks || capacity < 1)
+        const int64_t blocks = (int64_t)PER_SM * sms, capacity = stride - E;
+        if ((int64_t)resident < blocks || blocks > resident_max_blocks || capacity < 1)
             return cudaErrorInvalidValue;
         const int64_t fewest = (cols + capacity - 1) / capacity; /* blocks a row needs */
         if (fewest > blocks)
             return cudaErrorInvalidValue;
-        const int64_t at_once = std::min(rows, blocks / fewest), parts = blocks / at_once;
-        if (cols / parts * (int64_t)sizeof(T) < 16) /* a part holds its slot */
-            return cudaErrorInvalidValue;
+        /* the fewest waves, and as many rows in each as they take */
+        const int64_t most = std::min(rows, blocks / fewest), waves = (rows + most - 1) / most;
+        const int64_t at_once = (rows + waves - 1) / waves, parts = blocks / at_once;
         return ktune_launch::launch_cooperative(kernel, dim3((unsigned)blocks), dim3(THREADS),
                                                 bytes, s, (const T *)x, (T *)y, rows, (int)cols,
-                                                (int)parts, (int)at_once,
+                                                (int)parts, (int)at_once, (int)stride,
                                                 same_alignment<T, E>(x, y));
     }
 };

@@ -1,7 +1,8 @@
 /* Every softmax config of the space, on odd shapes (odd rows mostly -inf), against a CPU fp64
- * reference, on outputs poisoned late (poison_late), and in place for the variants that park
- * their partial sums in the output; then the public entry point: tables, explain, KTUNE_FORCE,
- * in place. Exits 77 without a GPU. */
+ * reference, on outputs poisoned late (poison_late), and in place for the variants whose blocks
+ * share rows across the device (split parks its partial sums in the output; resident reads its
+ * next waves while it writes); then the public entry point: tables, explain, KTUNE_FORCE, in
+ * place. Exits 77 without a GPU. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -155,10 +156,9 @@ int main()
                 if (!ktune__softmax_valid(in->variant, in->params, key, dev))
                     continue;
                 const size_t bytes = (size_t)(p.rows * p.cols) * esize(dtype);
-                /* in place too for the variants that park their partial sums in y */
-                const bool parks = strncmp(in->name, "split", 5) == 0 ||
-                                   strncmp(in->name, "resident", 8) == 0;
-                for (int inplace = 0; inplace <= (int)parks; inplace++) {
+                const bool shared = strncmp(in->name, "split", 5) == 0 ||
+                                    strncmp(in->name, "resident", 8) == 0;
+                for (int inplace = 0; inplace <= (int)shared; inplace++) {
                     if (inplace)
                         CHECK(cudaMemcpy(p.dy, p.dx, bytes, cudaMemcpyDeviceToDevice));
                     else
