@@ -676,49 +676,19 @@ template <typename T> struct span {
  * `aligned`: the 16-byte blocks wholly inside the chunk by asynchronous copies (not waited for
  * here), then the elements of the partial blocks at its ends one at a time (the first thread the
  * head's, the last the tail's, once every copy is on its way), so that nothing outside the chunk
- * is read. Without (a = 0), element by element. */
-template <typename T, int THREADS>
-__device__ __forceinline__ void chunk_fetch(T *buf, const T *src, int n, int a, bool aligned)
+ * is read. Without (a = 0), element by element. The asynchronous copies are cp.async, a 16-byte
+ * block a thread; or (BULK, sm_90) bulk copies of the copy engine that complete the phase of the
+ * transaction barrier bar, so that no thread holds a load in flight: thread 0 announces their
+ * bytes (none where the chunk goes element by element) and issues them, and a thread waits for
+ * bar and then the block barrier (the ends' elements) before it reads the chunk. */
+template <typename T, int THREADS, bool BULK = false>
+__device__ __forceinline__ void chunk_fetch(T *buf, const T *src, int n, int a, bool aligned,
+                                            uint64_t *bar = nullptr)
 {
     constexpr int E = 16 / sizeof(T);
     const int tid = threadIdx.x;
     if (!aligned) {
-        for (int i = tid; i < n; i += THREADS)
-            buf[i] = src[i];
-        return;
-    }
-    const T *from = src - a;
-    const int blocks = n > 0 ? (a + n + E - 1) / E : 0;
-    /* block i holds the chunk's elements [first(i), last(i)) of its E */
-    auto first = [&](int i) { return i == 0 ? a : 0; };
-    auto last = [&](int i) { return min(E, a + n - i * E); };
-    for (int i = tid; i < blocks; i += THREADS)
-        if (first(i) == 0 && last(i) == E)
-            cp_async16(buf + i * E, from + i * E);
-    int i = -1; /* the partial block this thread copies, if any */
-    if (tid == 0 && blocks > 0)
-        i = 0;
-    else if (tid == THREADS - 1 && blocks > 1)
-        i = blocks - 1;
-    if (i >= 0 && (first(i) > 0 || last(i) < E))
-        for (int j = first(i); j < last(i); j++)
-            buf[i * E + j] = from[i * E + j];
-}
-
-/* As chunk_fetch, with the whole 16-byte blocks copied by the copy engine (sm_90) in bulk copies
- * that complete the phase of the transaction barrier bar, so that no thread holds a load in flight
- * and the block goes on computing while they land. Thread 0 announces their bytes (none where the
- * chunk goes element by element) and issues them; a thread waits for bar and then the block
- * barrier (the ends' elements) before it reads the chunk. */
-template <typename T, int THREADS>
-__device__ __forceinline__ void chunk_fetch_bulk(T *buf, const T *src, int n, int a, bool aligned,
-                                                 uint64_t *bar)
-{
-    constexpr int E = 16 / sizeof(T);
-    constexpr uint32_t PIECE = 16384; /* bytes a bulk copy */
-    const int tid = threadIdx.x;
-    if (!aligned) {
-        if (tid == 0)
+        if (BULK && tid == 0)
             barrier_expect(bar, 0);
         for (int i = tid; i < n; i += THREADS)
             buf[i] = src[i];
@@ -729,14 +699,21 @@ __device__ __forceinline__ void chunk_fetch_bulk(T *buf, const T *src, int n, in
     /* block i holds the chunk's elements [first(i), last(i)) of its E */
     auto first = [&](int i) { return i == 0 ? a : 0; };
     auto last = [&](int i) { return min(E, a + n - i * E); };
-    const int whole0 = blocks > 0 && first(0) > 0 ? 1 : 0;
-    const int whole1 = blocks > 0 && last(blocks - 1) < E ? blocks - 1 : blocks;
-    if (tid == 0) {
-        const uint32_t bytes = whole1 > whole0 ? (uint32_t)(whole1 - whole0) * 16u : 0u;
-        barrier_expect(bar, bytes);
-        for (uint32_t at = 0; at < bytes; at += PIECE)
-            bulk_copy_to_shared(buf + whole0 * E + at / sizeof(T), from + whole0 * E + at / sizeof(T),
-                                min(PIECE, bytes - at), bar);
+    if constexpr (BULK) {
+        constexpr uint32_t PIECE = 16384; /* bytes a bulk copy */
+        const int whole0 = blocks > 0 && first(0) > 0 ? 1 : 0;
+        const int whole1 = blocks > 0 && last(blocks - 1) < E ? blocks - 1 : blocks;
+        if (tid == 0) {
+            const uint32_t bytes = whole1 > whole0 ? (uint32_t)(whole1 - whole0) * 16u : 0u;
+            barrier_expect(bar, bytes);
+            for (uint32_t at = 0; at < bytes; at += PIECE)
+                bulk_copy_to_shared(buf + whole0 * E + at / sizeof(T),
+                                    from + whole0 * E + at / sizeof(T), min(PIECE, bytes - at), bar);
+        }
+    } else {
+        for (int i = tid; i < blocks; i += THREADS)
+            if (first(i) == 0 && last(i) == E)
+                cp_async16(buf + i * E, from + i * E);
     }
     int i = -1; /* the partial block this thread copies, if any */
     if (tid == 0 && blocks > 0)
@@ -1096,7 +1073,7 @@ __device__ __forceinline__ void row_barrier(unsigned long long *arrived, unsigne
  * with several, each place has its own, so that the rows of a wave (and the blocks of a
  * multiprocessor) go at their own pace, after one grid barrier at the start. A slot is written
  * again two waves later, after a barrier that each of its readers passes only once it has read
- * it. A part lands by bulk copies (chunk_fetch_bulk); with STAGES buffers `stride` elements
+ * it. A part lands by bulk copies (chunk_fetch); with STAGES buffers `stride` elements
  * apart, the copies of the next STAGES - 1 waves are in flight while a wave is reduced and
  * written. sm_90. */
 template <typename T, int THREADS, int PER_SM, int STAGES>
@@ -1120,9 +1097,9 @@ __global__ void __launch_bounds__(THREADS, PER_SM)
     auto lead_of = [&](int64_t row) { return aligned ? lead<T, E>(x + row * cols + lo) : 0; };
     auto fetch = [&](int64_t row0, int stage) {
         if (mine(row0))
-            chunk_fetch_bulk<T, THREADS>(base + (size_t)stage * stride,
-                                         x + (row0 + place) * cols + lo, n, lead_of(row0 + place),
-                                         aligned, &landed[stage]);
+            chunk_fetch<T, THREADS, true>(base + (size_t)stage * stride,
+                                          x + (row0 + place) * cols + lo, n, lead_of(row0 + place),
+                                          aligned, &landed[stage]);
     };
     if (tid == 0) {
         for (int k = 0; k < STAGES; k++)
