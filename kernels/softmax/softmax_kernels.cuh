@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include <algorithm>
+#include <atomic>
 #include <type_traits>
 
 #include "async_copy.cuh"
@@ -1409,21 +1410,32 @@ template <int THREADS, int PER_SM, int STAGES> struct resident_launcher {
         if (e != cudaSuccess)
             return e;
         constexpr auto kernel = resident_kernel<T, THREADS, PER_SM, STAGES>;
-        int device = 0, sms = 0, optin = 0, per_sm = 0;
-        cudaFuncAttributes attr;
-        e = cudaGetDevice(&device);
+        /* a block's share of the shared memory, asked once a device (not on every call) */
+        static std::atomic<int> shares[ktune_launch::max_devices];
+        int share = 0, device = 0, sms = 0;
+        e = ktune_launch::asked_once(
+            shares,
+            [&](int d, int *v) {
+                int optin = 0, per_sm = 0;
+                cudaFuncAttributes attr;
+                cudaError_t r =
+                    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, d);
+                if (r == cudaSuccess)
+                    r = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor,
+                                               d);
+                if (r == cudaSuccess)
+                    r = cudaFuncGetAttributes(&attr, kernel);
+                if (r == cudaSuccess)
+                    *v = std::min(optin, per_sm / PER_SM - 1024) - (int)attr.sharedSizeBytes;
+                return r;
+            },
+            &share);
+        if (e == cudaSuccess)
+            e = cudaGetDevice(&device);
         if (e == cudaSuccess)
             e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-        if (e == cudaSuccess)
-            e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-        if (e == cudaSuccess)
-            e = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
-        if (e == cudaSuccess)
-            e = cudaFuncGetAttributes(&attr, kernel);
         if (e != cudaSuccess)
             return e;
-        const int64_t share = std::min<int64_t>(optin, per_sm / PER_SM - 1024) -
-                              (int64_t)attr.sharedSizeBytes;
         const int64_t stride = share / STAGES / 16 * 16 / (int64_t)sizeof(T); /* elements */
         const size_t bytes = (size_t)(stride * STAGES) * sizeof(T);
         unsigned resident;

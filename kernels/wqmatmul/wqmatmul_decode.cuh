@@ -115,9 +115,10 @@ template <int TM, int ROWS, int WARPS, int UNROLL, int ACC32> struct decode_laun
             return cudaErrorInvalidValue; /* the space allows 16-bit sums for f16 only */
         else {
             const int64_t blocks = (n + WARPS * ROWS - 1) / (WARPS * ROWS);
-            decode_kernel<T, B, TM, ROWS, WARPS, UNROLL, ACC32><<<(unsigned)blocks, WARPS * 32, 0, s>>>(
-                (const T *)a, view_of<T>(w, n, k), (T *)c, (int)m, (int)n, (int)k);
-            return cudaGetLastError();
+            return ktune_launch::launch(decode_kernel<T, B, TM, ROWS, WARPS, UNROLL, ACC32>,
+                                        dim3((unsigned)blocks), dim3(WARPS * 32), dim3(1, 1, 1), 0,
+                                        s, (const T *)a, view_of<T>(w, n, k), (T *)c, (int)m,
+                                        (int)n, (int)k);
         }
     }
 };

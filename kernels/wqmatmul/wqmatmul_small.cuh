@@ -158,15 +158,13 @@ template <int WARPS, int UNROLL, int MTILES, int RTILES, int ACC32> struct small
         else {
             const int64_t blocks = (n + 16 * RTILES - 1) / (16 * RTILES);
             const qweight_view<T> v = view_of<T>(w, n, k);
-            if (ACC32 && slab_sums_scaled(w.group))
-                small_kernel<T, B, WARPS, UNROLL, MTILES, RTILES, ACC32, ACC32 != 0>
-                    <<<(unsigned)blocks, WARPS * 32, 0, s>>>((const T *)a, v, (T *)c, (int)m,
-                                                            (int)n, (int)k);
-            else
-                small_kernel<T, B, WARPS, UNROLL, MTILES, RTILES, ACC32, false>
-                    <<<(unsigned)blocks, WARPS * 32, 0, s>>>((const T *)a, v, (T *)c, (int)m,
-                                                            (int)n, (int)k);
-            return cudaGetLastError();
+            const auto kernel =
+                ACC32 && slab_sums_scaled(w.group)
+                    ? small_kernel<T, B, WARPS, UNROLL, MTILES, RTILES, ACC32, ACC32 != 0>
+                    : small_kernel<T, B, WARPS, UNROLL, MTILES, RTILES, ACC32, false>;
+            return ktune_launch::launch(kernel, dim3((unsigned)blocks), dim3(WARPS * 32),
+                                        dim3(1, 1, 1), 0, s, (const T *)a, v, (T *)c, (int)m,
+                                        (int)n, (int)k);
         }
     }
 };
