@@ -17,10 +17,13 @@
  * 16-byte aligned A and W; a call whose pointers are not aligned runs the family's default GEMV
  * (BN <= 32) or tensor-core tile for that m instead.
  *
- * Which tile a block computes is a Tiles policy (matmul_wgmma.cuh), one tile a block (not
- * persistent: a block's tile is blockIdx.x, and a block past the policy's count does nothing):
- * the tile's rows are A's (at most BN of them: row0 to row_end), its columns W's. The matmul
- * family's is column_tiles<BN, BM> (below); the moe family walks the groups' tiles. */
+ * Which tile a block computes is a policy of one tile a block (not persistent: a block's tile is
+ * blockIdx.x): params (a kernel argument), SMEM (bytes of shared memory it keeps, after the
+ * ring's), a constructor from the params and that memory, prepare() (every thread, before the
+ * block's first barrier) and locate(tile, place) (every thread, after it: where the tile lies, or
+ * false past the policy's tiles, and the block does nothing). The tile's rows are A's (at most BN
+ * of them: row0 to row_end), its columns W's. The matmul family's is column_tiles<BN, BM> (below);
+ * the moe family's finds a group's tile from the offsets (group_locator). */
 #pragma once
 
 #include "matmul_gemv.cuh"
@@ -58,6 +61,13 @@ template <int BN, int BM> struct column_tiles {
             return {0, m, tile * BM, tile * BM};
         const int tn = tile / tiles_m, tm = tile - tn * tiles_m;
         return {tm * BN, m, tn * BM, tn * BM};
+    }
+    __device__ __forceinline__ bool locate(int tile, tile_place &place) const
+    {
+        if (tile >= count())
+            return false;
+        place = at(tile);
+        return true;
     }
 };
 
@@ -150,9 +160,9 @@ __global__ void __launch_bounds__(160)
         wgemv_ring_init<STAGES>(full, empty, &map_w, &map_a);
     __syncthreads();
     /* a cluster's blocks share blockIdx.x, so they leave together */
-    if ((int)blockIdx.x >= order.count())
+    tile_place at;
+    if (!order.locate((int)blockIdx.x, at))
         return;
-    const tile_place at = order.at((int)blockIdx.x);
     const int m = min(at.row_end - at.row0, BN), n0 = at.col0;
 
     float d[FM][BN / 2] = {};

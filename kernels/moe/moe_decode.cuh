@@ -4,6 +4,8 @@
  * MTILES * 8 rows of a group by ROWS rows of its expert's W; empty groups have no tiles, so an
  * untouched expert is never read. The grid is the launcher's bound of the tiles (exact with one
  * row tile a group, the variant's case): blocks past the tiles the offsets give leave at once.
+ * Each warp finds the block's tile itself (group_locator), so that its loads of W start as soon
+ * as the offsets arrive.
  * Not persistent: a block holding one tile needs no registers for a loop over tiles, so as many
  * blocks stay resident as matmul's GEMV of the same tile, and the GPU starts the next block where
  * one ends rather than a block starting its second tile only after draining its first.
@@ -23,27 +25,22 @@ namespace ktune_moe_impl {
 template <typename T, int ROWS, int WARPS, int UNROLL, int MTILES, int SPLIT>
 __global__ void __launch_bounds__(WARPS * 32)
     decode_kernel(const T *__restrict__ a, const T *__restrict__ w, T *__restrict__ c,
-                  const typename group_tiles<MTILES * 8, ROWS>::params where, int64_t k, int flags)
+                  const typename group_locator<MTILES * 8, ROWS>::params where, int64_t k, int flags)
 {
-    using tiles_t = group_tiles<MTILES * 8, ROWS>;
     constexpr int TILE = ROWS * MTILES * 8; /* floats of a tile of C^T, stored [row of C][col] */
     __shared__ float red[(WARPS + 1) * TILE];
-    extern __shared__ __align__(16) unsigned char schedule[];
-    const tiles_t order(where, schedule);
-    ktune_launch::wait_previous();
-    order.prepare();
-    __syncthreads();
-    const int tiles = order.count(), n = where.n;
+    const group_locator<MTILES * 8, ROWS> order(where, nullptr);
+    const int n = where.n;
     const int split = SPLIT > 1 ? (int)ktune_cluster::rank() : 0;
     const int64_t kgroups = (k + 31) / 32;
     const int64_t g_begin = kgroups * split / SPLIT, g_end = kgroups * (split + 1) / SPLIT;
     const int begin = TILE * split / SPLIT, end = TILE * (split + 1) / SPLIT;
     float *const part = red + WARPS * TILE;
+    ktune_launch::wait_previous();
     /* clusters are SPLIT consecutive blocks, which share a tile and leave together */
-    const int tile = blockIdx.x / SPLIT;
-    if (tile >= tiles)
+    tile_place at;
+    if (!order.locate((int)blockIdx.x / SPLIT, at))
         return;
-    const tile_place at = order.at(tile);
     const int m = min(at.row_end - at.row0, MTILES * 8);
     float acc[ROWS / 16][MTILES][4] = {};
     ktune_matmul_impl::gemv_accumulate<T, ROWS, WARPS, UNROLL, MTILES>(
@@ -65,7 +62,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 template <int ROWS, int WARPS, int UNROLL, int MTILES, int SPLIT> struct decode_launcher {
     template <typename T> static cudaError_t run(const problem &pb, cudaStream_t s)
     {
-        using tiles_t = group_tiles<MTILES * 8, ROWS>;
+        using tiles_t = group_locator<MTILES * 8, ROWS>;
         const int64_t bound = tiles_bound(pb.rows, pb.n, pb.groups, MTILES * 8, ROWS);
         if (bound < 0)
             return cudaErrorInvalidValue;
@@ -75,8 +72,7 @@ template <int ROWS, int WARPS, int UNROLL, int MTILES, int SPLIT> struct decode_
         const typename tiles_t::params where = {pb.offsets, (int)pb.groups, (int)pb.rows,
                                                 (int)pb.n};
         return ktune_launch::launch_overlapped(
-            kernel, dim3((unsigned)(bound * SPLIT)), dim3(WARPS * 32), dim3(SPLIT, 1, 1),
-            tiles_t::SMEM, s,
+            kernel, dim3((unsigned)(bound * SPLIT)), dim3(WARPS * 32), dim3(SPLIT, 1, 1), 0, s,
             (const T *)pb.a, (const T *)pb.w, (T *)pb.c, where, pb.k,
             ktune_matmul_impl::layout_flags<T>(pb.a, pb.w, pb.c, pb.n, pb.k));
     }

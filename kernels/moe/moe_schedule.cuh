@@ -1,15 +1,21 @@
-/* The moe kernels' device-side tile scheduler: the tiles of every group of a grouped GEMM, found
- * from the group offsets on the device, so that a launch needs no host sync.
+/* The moe kernels' device-side tile schedulers: the tiles of every group of a grouped GEMM, found
+ * from the group offsets on the device, so that a launch needs no host sync. Both read the groups
+ * + 1 offsets clamped to [0, rows] and made nondecreasing (their running maximum), count each
+ * group's tiles, ceil(rows of g / TILE_ROWS) x ceil(n / TILE_COLS), none for an empty group, and
+ * order a group's tiles column by column (all row tiles of one column of W in a row), so that
+ * blocks running at the same time share the group's rows of A and a column of W in L2.
  *
- * group_tiles<TILE_ROWS, TILE_COLS> is a Tiles policy of ktune_matmul_impl::wgmma_kernel (see
- * dense_tiles there), and the decode and mma kernels walk it the same way. prepare() (warp 0)
- * reads the groups + 1 offsets into shared memory, clamped to [0, rows] and made nondecreasing
- * (a running maximum), and counts each group's tiles: ceil(rows of g / TILE_ROWS) x ceil(n /
- * TILE_COLS), none for an empty group; first[g] is the tiles before group g, first[groups] their
- * total. Both are warp scans over chunks of the groups, so the work is groups / 32 steps a lane.
- * at(tile) finds the tile's group by binary search over first and orders a group's tiles column
- * by column (all row tiles of one column of W in a row), so that blocks running at the same time
- * share the group's rows of A and a column of W in L2. */
+ * group_tiles<TILE_ROWS, TILE_COLS>, for persistent kernels that walk many tiles, is a Tiles
+ * policy of ktune_matmul_impl::wgmma_kernel (see dense_tiles there), and the mma kernel walks it
+ * the same way. prepare() (warp 0) keeps the offsets in shared memory and first[g], the tiles
+ * before group g (first[groups] their total), both by warp scans over chunks of the groups, so
+ * the work is groups / 32 steps a lane; at(tile) finds the tile's group by binary search over
+ * first.
+ *
+ * group_locator<TILE_ROWS, TILE_COLS>, for kernels of one tile a block (decode, wgemv), finds a
+ * single tile in registers, each warp on its own: no shared memory and no barrier of the block
+ * between the offsets' arrival and the block's first loads of W, which is what a block of a
+ * bandwidth-bound launch waits for. */
 #pragma once
 
 #include "../matmul/matmul_wgmma.cuh"
@@ -116,6 +122,102 @@ template <int TILE_ROWS, int TILE_COLS> struct group_tiles {
         const int g = lo, tiles_m = (off[g + 1] - off[g] + TILE_ROWS - 1) / TILE_ROWS;
         const int local = tile - first[g], tm = local % tiles_m, tn = local / tiles_m;
         return {off[g] + tm * TILE_ROWS, off[g + 1], g * p.n + tn * TILE_COLS, tn * TILE_COLS};
+    }
+};
+
+/* One tile a block: locate(tile, at) gives where tile lies in group_tiles' order, or false past the
+ * tiles, from the offsets in global memory. Called by every thread of a warp (it shuffles); each
+ * warp reads the offsets itself, 128 a round with one load a lane in flight for each 32, and takes
+ * their running maximum and the prefix sum of the groups' tiles by shuffles, the four 32-group
+ * chunks of a round side by side. */
+template <int TILE_ROWS, int TILE_COLS> struct group_locator {
+    using params = typename group_tiles<TILE_ROWS, TILE_COLS>::params;
+    static constexpr size_t SMEM = 0;
+    params p;
+    __device__ __forceinline__ group_locator(const params &where, void *) : p(where) {}
+    __device__ __forceinline__ void prepare() const {}
+
+    __device__ __forceinline__ bool locate(int tile, tile_place &at) const
+    {
+        constexpr unsigned ALL = 0xffffffffu;
+        constexpr int CHUNKS = 4;
+        const int lane = threadIdx.x & 31, tiles_n = (p.n + TILE_COLS - 1) / TILE_COLS;
+        int most = 0, before = 0; /* the offsets' maximum and the tiles of the rounds so far */
+        for (int base = 0; base < p.groups; base += 32 * CHUNKS) {
+            int off[CHUNKS]; /* offset base + 32 j + lane, then the running maximum up to it */
+#pragma unroll
+            for (int j = 0; j < CHUNKS; j++) {
+                const int i = base + 32 * j + lane;
+                off[j] = i <= p.groups ? min(max(__ldg(p.offsets + i), 0), p.rows) : p.rows;
+            }
+            const int i_after = base + 32 * CHUNKS; /* the next round's first offset, lane 31's */
+            const int after = lane == 31 && i_after <= p.groups
+                                  ? min(max(__ldg(p.offsets + i_after), 0), p.rows)
+                                  : p.rows;
+#pragma unroll
+            for (int d = 1; d < 32; d <<= 1)
+#pragma unroll
+                for (int j = 0; j < CHUNKS; j++) {
+                    const int o = __shfl_up_sync(ALL, off[j], d);
+                    if (lane >= d)
+                        off[j] = max(off[j], o);
+                }
+#pragma unroll
+            for (int j = 0; j < CHUNKS; j++) {
+                off[j] = max(off[j], most);
+                most = __shfl_sync(ALL, off[j], 31);
+            }
+            int end[CHUNKS], tiles[CHUNKS], upto[CHUNKS]; /* group g's end, tiles, tiles to its end */
+#pragma unroll
+            for (int j = 0; j < CHUNKS; j++) {
+                const int next_first = __shfl_sync(ALL, off[j + 1 < CHUNKS ? j + 1 : j], 0);
+                end[j] = __shfl_down_sync(ALL, off[j], 1);
+                if (lane == 31)
+                    end[j] = j + 1 < CHUNKS ? next_first : max(after, off[j]);
+                const int g = base + 32 * j + lane, r = g < p.groups ? end[j] - off[j] : 0;
+                tiles[j] = r > 0 ? (r + TILE_ROWS - 1) / TILE_ROWS * tiles_n : 0;
+                upto[j] = tiles[j];
+            }
+#pragma unroll
+            for (int d = 1; d < 32; d <<= 1)
+#pragma unroll
+                for (int j = 0; j < CHUNKS; j++) {
+                    const int o = __shfl_up_sync(ALL, upto[j], d);
+                    if (lane >= d)
+                        upto[j] += o;
+                }
+#pragma unroll
+            for (int j = 0; j < CHUNKS; j++) {
+                upto[j] += before;
+                before = __shfl_sync(ALL, upto[j], 31);
+            }
+            /* the first group whose tiles reach past tile: its chunk's values, selected in
+             * registers, then its lane's */
+            unsigned hit = 0;
+            int chunk = 0, lo = 0, hi = 0, first = 0;
+#pragma unroll
+            for (int j = 0; j < CHUNKS; j++) {
+                const unsigned h = __ballot_sync(ALL, upto[j] > tile);
+                if (!hit && h) {
+                    hit = h;
+                    chunk = j;
+                    lo = off[j];
+                    hi = end[j];
+                    first = upto[j] - tiles[j];
+                }
+            }
+            if (hit) {
+                const int src = __ffs(hit) - 1, g = base + 32 * chunk + src;
+                lo = __shfl_sync(ALL, lo, src);
+                hi = __shfl_sync(ALL, hi, src);
+                first = __shfl_sync(ALL, first, src);
+                const int tiles_m = (hi - lo + TILE_ROWS - 1) / TILE_ROWS, local = tile - first;
+                const int tm = local % tiles_m, tn = local / tiles_m;
+                at = {lo + tm * TILE_ROWS, hi, g * p.n + tn * TILE_COLS, tn * TILE_COLS};
+                return true;
+            }
+        }
+        return false;
     }
 };
 

@@ -3,8 +3,9 @@
  *
  * A block (or a cluster of SPLIT blocks splitting k) takes one tile: BN rows of a group (wgmma's
  * N) by BM rows of its expert's W (the 64-row operand), W streamed by TMA through the ring. The
- * grid is the bound of the tiles (exact with one row tile a group); blocks past the tiles the
- * offsets give leave once warp 0 has read them, and untouched experts are never read. A is one
+ * grid is the bound of the tiles (exact with one row tile a group); each warp finds the block's
+ * tile from the offsets (group_locator), blocks past the tiles leave, and untouched experts are
+ * never read. A is one
  * TMA map of rows x k: a tile's box starts at its group's first row and may reach into the next
  * group's rows, whose products are never stored; W is one map of (groups x n) x k, read past an
  * expert's n only where n is not a multiple of BM (never stored either). */
@@ -21,7 +22,7 @@ template <int BM, int BN, int STAGES, int SPLIT> struct wgemv_launcher {
         using namespace ktune_matmul_impl;
         if (!KTUNE_SM90A) /* the kernel has no code in this build */
             return cudaErrorNotSupported;
-        using tiles_t = group_tiles<BN, BM>;
+        using tiles_t = group_locator<BN, BM>;
         const int64_t bound = tiles_bound(pb.rows, pb.n, pb.groups, BN, BM);
         if (bound < 0 || bound * SPLIT > INT32_MAX)
             return cudaErrorInvalidValue;
