@@ -127,9 +127,9 @@ template <int TILE_ROWS, int TILE_COLS> struct group_tiles {
 
 /* One tile a block: locate(tile, at) gives where tile lies in group_tiles' order, or false past the
  * tiles, from the offsets in global memory. Called by every thread of a warp (it shuffles); each
- * warp reads the offsets itself, 128 a round with one load a lane in flight for each 32, and takes
- * their running maximum and the prefix sum of the groups' tiles by shuffles, the four 32-group
- * chunks of a round side by side. */
+ * warp reads the offsets itself, 128 a round with a load a lane in flight for each 32, and takes
+ * their running maximum and the prefix sum of the groups' tiles by shuffles, 32 groups at a time,
+ * stopping at the tile's group. */
 template <int TILE_ROWS, int TILE_COLS> struct group_locator {
     using params = typename group_tiles<TILE_ROWS, TILE_COLS>::params;
     static constexpr size_t SMEM = 0;
@@ -142,79 +142,55 @@ template <int TILE_ROWS, int TILE_COLS> struct group_locator {
         constexpr unsigned ALL = 0xffffffffu;
         constexpr int CHUNKS = 4;
         const int lane = threadIdx.x & 31, tiles_n = (p.n + TILE_COLS - 1) / TILE_COLS;
-        int most = 0, before = 0; /* the offsets' maximum and the tiles of the rounds so far */
+        int most = 0, before = 0; /* the offsets' maximum and the tiles of the groups so far */
         for (int base = 0; base < p.groups; base += 32 * CHUNKS) {
-            int off[CHUNKS]; /* offset base + 32 j + lane, then the running maximum up to it */
+            int off[CHUNKS + 1]; /* offset base + 32 j + lane, clamped; [CHUNKS]: the next round's */
 #pragma unroll
-            for (int j = 0; j < CHUNKS; j++) {
+            for (int j = 0; j <= CHUNKS; j++) {
                 const int i = base + 32 * j + lane;
-                off[j] = i <= p.groups ? min(max(__ldg(p.offsets + i), 0), p.rows) : p.rows;
+                off[j] = i <= p.groups && (j < CHUNKS || lane == 0)
+                             ? min(max(__ldg(p.offsets + i), 0), p.rows)
+                             : p.rows;
             }
-            const int i_after = base + 32 * CHUNKS; /* the next round's first offset, lane 31's */
-            const int after = lane == 31 && i_after <= p.groups
-                                  ? min(max(__ldg(p.offsets + i_after), 0), p.rows)
-                                  : p.rows;
+            /* a chunk at a time, so that a tile of the first chunks is found without the
+             * shuffles of the others */
 #pragma unroll
-            for (int d = 1; d < 32; d <<= 1)
+            for (int j = 0; j < CHUNKS; j++) {
+                int start = off[j]; /* the running maximum up to this group's first offset */
 #pragma unroll
-                for (int j = 0; j < CHUNKS; j++) {
-                    const int o = __shfl_up_sync(ALL, off[j], d);
+                for (int d = 1; d < 32; d <<= 1) {
+                    const int o = __shfl_up_sync(ALL, start, d);
                     if (lane >= d)
-                        off[j] = max(off[j], o);
+                        start = max(start, o);
                 }
-#pragma unroll
-            for (int j = 0; j < CHUNKS; j++) {
-                off[j] = max(off[j], most);
-                most = __shfl_sync(ALL, off[j], 31);
-            }
-            int end[CHUNKS], tiles[CHUNKS], upto[CHUNKS]; /* group g's end, tiles, tiles to its end */
-#pragma unroll
-            for (int j = 0; j < CHUNKS; j++) {
-                const int next_first = __shfl_sync(ALL, off[j + 1 < CHUNKS ? j + 1 : j], 0);
-                end[j] = __shfl_down_sync(ALL, off[j], 1);
+                start = max(start, most);
+                most = __shfl_sync(ALL, start, 31);
+                int end = __shfl_down_sync(ALL, start, 1);
+                const int next_first = __shfl_sync(ALL, off[j + 1], 0);
                 if (lane == 31)
-                    end[j] = j + 1 < CHUNKS ? next_first : max(after, off[j]);
-                const int g = base + 32 * j + lane, r = g < p.groups ? end[j] - off[j] : 0;
-                tiles[j] = r > 0 ? (r + TILE_ROWS - 1) / TILE_ROWS * tiles_n : 0;
-                upto[j] = tiles[j];
-            }
+                    end = max(next_first, most);
+                const int g = base + 32 * j + lane, r = g < p.groups ? end - start : 0;
+                const int tiles = r > 0 ? (r + TILE_ROWS - 1) / TILE_ROWS * tiles_n : 0;
+                int upto = tiles; /* the tiles up to this group's end */
 #pragma unroll
-            for (int d = 1; d < 32; d <<= 1)
-#pragma unroll
-                for (int j = 0; j < CHUNKS; j++) {
-                    const int o = __shfl_up_sync(ALL, upto[j], d);
+                for (int d = 1; d < 32; d <<= 1) {
+                    const int o = __shfl_up_sync(ALL, upto, d);
                     if (lane >= d)
-                        upto[j] += o;
+                        upto += o;
                 }
-#pragma unroll
-            for (int j = 0; j < CHUNKS; j++) {
-                upto[j] += before;
-                before = __shfl_sync(ALL, upto[j], 31);
-            }
-            /* the first group whose tiles reach past tile: its chunk's values, selected in
-             * registers, then its lane's */
-            unsigned hit = 0;
-            int chunk = 0, lo = 0, hi = 0, first = 0;
-#pragma unroll
-            for (int j = 0; j < CHUNKS; j++) {
-                const unsigned h = __ballot_sync(ALL, upto[j] > tile);
-                if (!hit && h) {
-                    hit = h;
-                    chunk = j;
-                    lo = off[j];
-                    hi = end[j];
-                    first = upto[j] - tiles[j];
+                upto += before;
+                before = __shfl_sync(ALL, upto, 31);
+                const unsigned hit = __ballot_sync(ALL, upto > tile);
+                if (hit) { /* the first group whose tiles reach past tile */
+                    const int src = __ffs(hit) - 1;
+                    const int lo = __shfl_sync(ALL, start, src), hi = __shfl_sync(ALL, end, src);
+                    const int first = __shfl_sync(ALL, upto - tiles, src);
+                    const int tiles_m = (hi - lo + TILE_ROWS - 1) / TILE_ROWS, local = tile - first;
+                    const int tm = local % tiles_m, tn = local / tiles_m;
+                    at = {lo + tm * TILE_ROWS, hi, (base + 32 * j + src) * p.n + tn * TILE_COLS,
+                          tn * TILE_COLS};
+                    return true;
                 }
-            }
-            if (hit) {
-                const int src = __ffs(hit) - 1, g = base + 32 * chunk + src;
-                lo = __shfl_sync(ALL, lo, src);
-                hi = __shfl_sync(ALL, hi, src);
-                first = __shfl_sync(ALL, first, src);
-                const int tiles_m = (hi - lo + TILE_ROWS - 1) / TILE_ROWS, local = tile - first;
-                const int tm = local % tiles_m, tn = local / tiles_m;
-                at = {lo + tm * TILE_ROWS, hi, g * p.n + tn * TILE_COLS, tn * TILE_COLS};
-                return true;
             }
         }
         return false;
