@@ -4,6 +4,7 @@
  * family's space instantiates none, so its kernels serve every key. */
 #pragma once
 
+#include "matmul_dot.cuh"
 #include "matmul_gemv.cuh"
 #include "matmul_mma.cuh"
 #include "matmul_wgemv.cuh"
@@ -31,3 +32,5 @@ typedef cudaError_t ktune__matmul_launch_t(const void *a, const void *w, void *c
     KTUNE_MATMUL_DEFINE_(fn, ktune_matmul_impl::wgmma_launcher<bm, bn, consumers, stages, split>)
 #define KTUNE_MATMUL_DEFINE_TAILSPLIT(fn, combos, bm, bn, consumers, stages, tail)                 \
     KTUNE_MATMUL_DEFINE_(fn, ktune_matmul_impl::wgmma_launcher<bm, bn, consumers, stages, 1, tail>)
+#define KTUNE_MATMUL_DEFINE_DOT(fn, combos, warps, wrows, unroll, mrows)                            \
+    KTUNE_MATMUL_DEFINE_(fn, ktune_matmul_impl::dot_launcher<warps, wrows, unroll, mrows>)

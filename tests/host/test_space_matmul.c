@@ -1,7 +1,8 @@
 /* The matmul space: its variants, and the generated C validity check (matmul_space.h) agreeing
  * with the interpreter on every config, shape and device, the device limit sm90a included: the
  * wgmma, wgemv, splitk and tailsplit variants are valid only on a device that runs the build's
- * sm_90a code; splitk only where its tiles are few, tailsplit where they are a wave and a part. */
+ * sm_90a code; splitk only where its tiles are few, tailsplit where they are a wave and a part;
+ * dot (CUDA cores) on any device, for m up to 4. */
 #include <string.h>
 
 #include "check.h"
@@ -16,16 +17,18 @@ int main(int argc, char **argv)
     if (loaded != 0)
         return loaded;
     ktune_err err;
-    CHECK(s.nvariants == 6 && strcmp(s.variants[KTUNE_MATMUL_VARIANT_WGMMA].name, "wgmma") == 0 &&
+    CHECK(s.nvariants == 7 && strcmp(s.variants[KTUNE_MATMUL_VARIANT_WGMMA].name, "wgmma") == 0 &&
           strcmp(s.variants[KTUNE_MATMUL_VARIANT_WGEMV].name, "wgemv") == 0 &&
           strcmp(s.variants[KTUNE_MATMUL_VARIANT_SPLITK].name, "splitk") == 0 &&
-          strcmp(s.variants[KTUNE_MATMUL_VARIANT_TAILSPLIT].name, "tailsplit") == 0);
-    int wgmma = 0, wgemv = 0, splitk = 0, tailsplit = 0;
+          strcmp(s.variants[KTUNE_MATMUL_VARIANT_TAILSPLIT].name, "tailsplit") == 0 &&
+          strcmp(s.variants[KTUNE_MATMUL_VARIANT_DOT].name, "dot") == 0);
+    int wgmma = 0, wgemv = 0, splitk = 0, tailsplit = 0, dot = 0;
     for (int i = 0; i < s.nconfigs; i++) {
         wgmma += s.configs[i].variant == KTUNE_MATMUL_VARIANT_WGMMA;
         wgemv += s.configs[i].variant == KTUNE_MATMUL_VARIANT_WGEMV;
         splitk += s.configs[i].variant == KTUNE_MATMUL_VARIANT_SPLITK;
         tailsplit += s.configs[i].variant == KTUNE_MATMUL_VARIANT_TAILSPLIT;
+        dot += s.configs[i].variant == KTUNE_MATMUL_VARIANT_DOT;
     }
     /* (bm, bn, consumers): 5 with one consumer and 5 with two, x 4 stage counts */
     CHECK(wgmma == 40);
@@ -37,13 +40,16 @@ int main(int argc, char **argv)
     /* (bm, consumers) 64/1, 128/2 x bn 128, 256 x stages 4, 6 x tails 2, 4, less 6 stages of bn
      * 256 (a ring beyond sm_90a's shared memory) */
     CHECK(tailsplit == 12);
+    /* 2 warps x 4 rows a warp x 2 unrolls x 3 mrows */
+    CHECK(dot == 48);
 
     /* an H100 built with sm_90a code; the same device in a build without it; an A100 */
     const ktune_device devices[3] = {{"H", 132, 90, 1024, 232448, 52428800, 1},
                                      {"H", 132, 90, 1024, 232448, 52428800, 0},
                                      {"A", 108, 80, 1024, 166912, 41943040, 0}};
     long agree, valid[3 * KTUNE_MATMUL_VARIANT_COUNT] = {0};
-    long valid_wgmma[3], valid_wgemv[3], valid_mma[3], valid_splitk[3], valid_tailsplit[3];
+    long valid_wgmma[3], valid_wgemv[3], valid_mma[3], valid_splitk[3], valid_tailsplit[3],
+        valid_dot[3];
     CHECK(space_validity_disagreements(&s, ktune__matmul_valid, devices, 3, &agree, valid) == 0);
     for (int dv = 0; dv < 3; dv++) {
         const long *v = &valid[dv * KTUNE_MATMUL_VARIANT_COUNT]; /* the device's counts */
@@ -52,12 +58,14 @@ int main(int argc, char **argv)
         valid_mma[dv] = v[KTUNE_MATMUL_VARIANT_MMA];
         valid_splitk[dv] = v[KTUNE_MATMUL_VARIANT_SPLITK];
         valid_tailsplit[dv] = v[KTUNE_MATMUL_VARIANT_TAILSPLIT];
+        valid_dot[dv] = v[KTUNE_MATMUL_VARIANT_DOT];
     }
     CHECK(valid_wgmma[0] > 0 && valid_wgmma[1] == 0 && valid_wgmma[2] == 0);
     CHECK(valid_wgemv[0] > 0 && valid_wgemv[1] == 0 && valid_wgemv[2] == 0);
     CHECK(valid_splitk[0] > 0 && valid_splitk[1] == 0 && valid_splitk[2] == 0);
     CHECK(valid_tailsplit[0] > 0 && valid_tailsplit[1] == 0 && valid_tailsplit[2] == 0);
     CHECK(valid_mma[0] > 0 && valid_mma[1] == valid_mma[0] && valid_mma[2] > 0);
+    CHECK(valid_dot[0] > 0 && valid_dot[1] == valid_dot[0] && valid_dot[2] == valid_dot[0]);
     printf("%ld (config, shape, device) validity checks agree; wgmma valid %ld times with sm_90a "
            "code, %ld without, %ld on cc 80; wgemv %ld, %ld, %ld\n",
            agree, valid_wgmma[0], valid_wgmma[1], valid_wgmma[2], valid_wgemv[0], valid_wgemv[1],
@@ -75,6 +83,24 @@ int main(int argc, char **argv)
         gemv_valid += v == KTUNE_MATMUL_VARIANT_GEMV && ok;
     }
     CHECK(tma_valid == 0 && gemv_valid > 0);
+
+    /* dot: the fewest rows that hold m (m = 3: mrows 4, 16 configs), none beyond 4; any k */
+    const int p_mrows = param_index(&s.variants[KTUNE_MATMUL_VARIANT_DOT], "mrows");
+    CHECK(p_mrows >= 0);
+    const char *const dot_keys[3] = {"dtype=f16 m=3 n=4096 k=4100", "dtype=f16 m=1 n=100 k=7",
+                                     "dtype=f16 m=5 n=4096 k=4096"};
+    int dot_valid[3] = {0}, dot_rows4 = 0;
+    for (int q = 0; q < 3; q++) {
+        CHECK(ktune_space_key_parse(&s, dot_keys[q], key, &err) == 0);
+        for (int c = 0; c < s.nconfigs; c++)
+            if (s.configs[c].variant == KTUNE_MATMUL_VARIANT_DOT &&
+                ktune__matmul_valid(KTUNE_MATMUL_VARIANT_DOT, s.configs[c].params, key,
+                                    &devices[2])) {
+                dot_valid[q]++;
+                dot_rows4 += q == 0 && s.configs[c].params[p_mrows] == 4;
+            }
+    }
+    CHECK(dot_valid[0] == 16 && dot_rows4 == 16 && dot_valid[1] == 16 && dot_valid[2] == 0);
 
     /* an odd m beyond 32: wgemv only in row tiles of 64 rows or more, among them 96-row ones (3
      * tiles, 288 rows, where 128-row tiles pad to 384) */
