@@ -6,6 +6,7 @@
 
 #include "compiled.cuh"
 #include "qmatmul_decode.cuh"
+#include "qmatmul_dot.cuh"
 #include "qmatmul_mma.cuh"
 #include "qmatmul_space.h"
 #include "qmatmul_wgemv.cuh"
@@ -64,3 +65,6 @@ typedef cudaError_t ktune__qmatmul_launch_t(const void *a, const void *w, void *
                           ktune_qmatmul_impl::qwgmma_launcher<bm, bn, consumers, stages, split>)
 #define KTUNE_QMATMUL_DEFINE_WGEMV(fn, combos, bm, bn, stages, split)                             \
     KTUNE_QMATMUL_DEFINE_(fn, combos, ktune_qmatmul_impl::qwgemv_launcher<bm, bn, stages, split>)
+#define KTUNE_QMATMUL_DEFINE_DOT(fn, combos, warps, wrows, unroll, mrows)                          \
+    KTUNE_QMATMUL_DEFINE_(fn, combos,                                                              \
+                          ktune_qmatmul_impl::dot_launcher<warps, wrows, unroll, mrows>)
