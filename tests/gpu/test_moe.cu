@@ -119,10 +119,12 @@ static ktune_moe_impl::problem problem_of(const problem &p)
 }
 
 /* Whether the device can run config `in` at all: valid for some shape (a config whose shared
- * memory is beyond the device's is compiled for other devices and refused on this one). */
+ * memory is beyond the device's is compiled for other devices and refused on this one). The rows
+ * of one group span every variant's regime: 3 (dot's tiles of up to 4 rows), 8 and 16 (decode,
+ * wgemv), 4096 (the GEMM tiles). */
 static bool device_runs(const ktune_instance *in, const ktune_device *dev)
 {
-    for (int64_t rows : {8, 16, 4096}) {
+    for (int64_t rows : {3, 8, 16, 4096}) {
         const int64_t key[KTUNE_MAX_KEY] = {KTUNE_BF16, rows, 4096, 4096, 1};
         if (ktune__moe_valid(in->variant, in->params, key, dev))
             return true;
