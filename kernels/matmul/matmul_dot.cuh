@@ -6,10 +6,9 @@
  * reads, stays in L1 and L2); the lanes' sums meet by shuffles. A block of WARPS warps owns
  * WARPS * ROWS consecutive rows of W, one contiguous piece of memory, each warp ROWS of them in
  * turn. The tensor-core GEMV (matmul_gemv.cuh) reads 8 rows an instruction, 64 bytes of each, as
- * its fragments need; reading each row as one stream keeps fewer places of the memory open at
- * once, which on the H100 moved the same bytes at up to 99% of the copy bandwidth where the
- * fragment pattern stopped at about 91% (README). The multiplies cost about two instructions an
- * element a row of A, so the variant is for m up to 4. */
+ * its fragments need; the memory serves one stream a warp faster than those many interleaved ones
+ * (the README has the H100's figures). The multiplies cost about two instructions an element a
+ * row of A, so the variant is for m up to 4. */
 #pragma once
 
 #include "matmul_common.cuh"
@@ -27,9 +26,9 @@ template <typename T> __device__ __forceinline__ float2 pair_to_float2(uint32_t 
 
 /* The calling warp's dot products of one row of W (k elements at w) with rows 0 .. m - 1 of A
  * (row-major, k elements apart, 1 <= m <= MROWS), in lane 0's sum[] (the other lanes' hold
- * partial sums; sums past m are not the caller's). VEC: 16-
- * byte loads (k % 8 == 0 and A and W 16-byte aligned), else one element at a time; a template
- * argument, so that the loop holds no branch between the loads it issues together. */
+ * partial sums; sums past m are not the caller's). VEC: 16-byte loads (k % 8 == 0 and A and W
+ * 16-byte aligned), else one element at a time; a template argument, so that the loop holds no
+ * branch between the loads it issues together. */
 template <typename T, int MROWS, int UNROLL, bool VEC>
 __device__ __forceinline__ void dot_row_loads(const T *__restrict__ a, const T *__restrict__ w,
                                               int m, int64_t k, float (&sum)[MROWS])
@@ -79,12 +78,13 @@ __device__ __forceinline__ void dot_row(const T *__restrict__ a, const T *__rest
 {
     if (vec)
         dot_row_loads<T, MROWS, UNROLL, true>(a, w, m, k, sum);
-    else /* rare (unaligned rows): one load at a time, so that its registers do not bound the other */
+    else /* unaligned rows, rare: a load at a time, so that its registers do not bound the other */
         dot_row_loads<T, MROWS, 1, false>(a, w, m, k, sum);
 }
 
 /* A kernel's blocks kept resident a multiprocessor: DOT_MIN_BLOCKS / WARPS, 32 warps, so that
- * the compiler keeps to 64 registers a thread (left to itself it took up to 128). */
+ * the compiler keeps to 64 registers a thread (left to itself it took up to twice as many, and
+ * fewer warps held fewer loads in flight). */
 constexpr int DOT_MIN_BLOCKS = 32;
 
 template <typename T, int WARPS, int ROWS, int UNROLL, int MROWS>

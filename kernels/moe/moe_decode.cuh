@@ -25,7 +25,8 @@ namespace ktune_moe_impl {
 template <typename T, int ROWS, int WARPS, int UNROLL, int MTILES, int SPLIT>
 __global__ void __launch_bounds__(WARPS * 32)
     decode_kernel(const T *__restrict__ a, const T *__restrict__ w, T *__restrict__ c,
-                  const typename group_locator<MTILES * 8, ROWS>::params where, int64_t k, int flags)
+                  const typename group_locator<MTILES * 8, ROWS>::params where, int64_t k,
+                  int flags)
 {
     constexpr int TILE = ROWS * MTILES * 8; /* floats of a tile of C^T, stored [row of C][col] */
     __shared__ float red[(WARPS + 1) * TILE];

@@ -27,5 +27,5 @@ typedef cudaError_t ktune__moe_launch_t(const ktune_moe_impl::problem *pb, int d
     KTUNE_MOE_DEFINE_(fn, ktune_moe_impl::wgmma_launcher<bm, bn, consumers, stages>)
 #define KTUNE_MOE_DEFINE_WGEMV(fn, combos, bm, bn, stages, split)                                  \
     KTUNE_MOE_DEFINE_(fn, ktune_moe_impl::wgemv_launcher<bm, bn, stages, split>)
-#define KTUNE_MOE_DEFINE_DOT(fn, combos, warps, wrows, unroll, mrows)                               \
+#define KTUNE_MOE_DEFINE_DOT(fn, combos, warps, wrows, unroll, mrows)                              \
     KTUNE_MOE_DEFINE_(fn, ktune_moe_impl::dot_launcher<warps, wrows, unroll, mrows>)

@@ -144,7 +144,8 @@ template <int TILE_ROWS, int TILE_COLS> struct group_locator {
         const int lane = threadIdx.x & 31, tiles_n = (p.n + TILE_COLS - 1) / TILE_COLS;
         int most = 0, before = 0; /* the offsets' maximum and the tiles of the groups so far */
         for (int base = 0; base < p.groups; base += 32 * CHUNKS) {
-            int off[CHUNKS + 1]; /* offset base + 32 j + lane, clamped; [CHUNKS]: the next round's */
+            /* offset base + 32 j + lane, clamped; [CHUNKS], lane 0's: the next round's first */
+            int off[CHUNKS + 1];
 #pragma unroll
             for (int j = 0; j <= CHUNKS; j++) {
                 const int i = base + 32 * j + lane;

@@ -5,10 +5,9 @@
  * N) by BM rows of its expert's W (the 64-row operand), W streamed by TMA through the ring. The
  * grid is the bound of the tiles (exact with one row tile a group); each warp finds the block's
  * tile from the offsets (group_locator), blocks past the tiles leave, and untouched experts are
- * never read. A is one
- * TMA map of rows x k: a tile's box starts at its group's first row and may reach into the next
- * group's rows, whose products are never stored; W is one map of (groups x n) x k, read past an
- * expert's n only where n is not a multiple of BM (never stored either). */
+ * never read. A is one TMA map of rows x k: a tile's box starts at its group's first row and may
+ * reach into the next group's rows, whose products are never stored; W is one map of (groups x
+ * n) x k, read past an expert's n only where n is not a multiple of BM (never stored either). */
 #pragma once
 
 #include "../matmul/matmul_wgemv.cuh"

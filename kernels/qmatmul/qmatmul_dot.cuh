@@ -66,7 +66,8 @@ __device__ __forceinline__ void qdot_row(const unsigned char *__restrict__ a,
                     e4m3x4_to_float(wp[j], wf + 4 * j);
 #pragma unroll
             for (int r = 0; r < MROWS; r++) {
-                const uint4 v = __ldg(reinterpret_cast<const uint4 *>(arow[r] + (in ? kk + 512 * u : 0)));
+                const unsigned char *at = arow[r] + (in ? kk + 512 * u : 0);
+                const uint4 v = __ldg(reinterpret_cast<const uint4 *>(at));
                 const uint32_t ap[4] = {v.x, v.y, v.z, v.w};
                 if constexpr (INT8) {
 #pragma unroll
