@@ -12,8 +12,8 @@
  * the work is groups / 32 steps a lane; at(tile) finds the tile's group by binary search over
  * first.
  *
- * group_locator<TILE_ROWS, TILE_COLS>, for kernels of one tile a block (decode, wgemv), finds a
- * single tile in registers, each warp on its own: no shared memory and no barrier of the block
+ * group_locator<TILE_ROWS, TILE_COLS>, for kernels of one tile a block (decode, dot, wgemv), finds
+ * a single tile in registers, each warp on its own: no shared memory and no barrier of the block
  * between the offsets' arrival and the block's first loads of W, which is what a block of a
  * bandwidth-bound launch waits for. */
 #pragma once
@@ -171,7 +171,7 @@ template <int TILE_ROWS, int TILE_COLS> struct group_locator {
                 if (lane == 31)
                     end = max(next_first, most);
                 const int g = base + 32 * j + lane, r = g < p.groups ? end - start : 0;
-                const int tiles = r > 0 ? (r + TILE_ROWS - 1) / TILE_ROWS * tiles_n : 0;
+                const int tiles = r > 0 ? ((r - 1) / TILE_ROWS + 1) * tiles_n : 0; /* no overflow */
                 int upto = tiles; /* the tiles up to this group's end */
 #pragma unroll
                 for (int d = 1; d < 32; d <<= 1) {
@@ -186,7 +186,7 @@ template <int TILE_ROWS, int TILE_COLS> struct group_locator {
                     const int src = __ffs(hit) - 1;
                     const int lo = __shfl_sync(ALL, start, src), hi = __shfl_sync(ALL, end, src);
                     const int first = __shfl_sync(ALL, upto - tiles, src);
-                    const int tiles_m = (hi - lo + TILE_ROWS - 1) / TILE_ROWS, local = tile - first;
+                    const int tiles_m = (hi - lo - 1) / TILE_ROWS + 1, local = tile - first;
                     const int tm = local % tiles_m, tn = local / tiles_m;
                     at = {lo + tm * TILE_ROWS, hi, (base + 32 * j + src) * p.n + tn * TILE_COLS,
                           tn * TILE_COLS};
