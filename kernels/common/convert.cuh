@@ -7,6 +7,9 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <stdint.h>
+#include <string.h>
+
+#include <type_traits>
 
 namespace ktune_common {
 
@@ -50,6 +53,18 @@ template <> __device__ __forceinline__ __nv_fp8_e4m3 from_float<__nv_fp8_e4m3>(f
 template <> __device__ __forceinline__ __nv_fp8_e5m2 from_float<__nv_fp8_e5m2>(float v)
 {
     return __nv_fp8_e5m2(v);
+}
+
+/* Two 16-bit elements of one 32-bit word (the low one first) as fp32. */
+template <typename T> __device__ __forceinline__ float2 pair_to_float2(uint32_t p)
+{
+    if constexpr (std::is_same<T, __half>::value) {
+        __half2 h;
+        memcpy(&h, &p, 4);
+        return __half22float2(h);
+    } else {
+        return make_float2(__uint_as_float(p << 16), __uint_as_float(p & 0xffff0000u));
+    }
 }
 
 } // namespace ktune_common

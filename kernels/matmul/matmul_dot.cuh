@@ -15,14 +15,7 @@
 
 namespace ktune_matmul_impl {
 
-/* Two 16-bit elements of a 32-bit word as fp32 (the low one first). */
-template <typename T> __device__ __forceinline__ float2 pair_to_float2(uint32_t v)
-{
-    if constexpr (std::is_same<T, __nv_bfloat16>::value)
-        return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u));
-    else
-        return __half22float2(*reinterpret_cast<const __half2 *>(&v));
-}
+using ktune_common::pair_to_float2;
 
 /* The calling warp's dot products of one row of W (k elements at w) with rows 0 .. m - 1 of A
  * (row-major, k elements apart, 1 <= m <= MROWS), in lane 0's sum[] (the other lanes' hold

@@ -50,6 +50,16 @@ __device__ __forceinline__ void store_one(O *c, int64_t row, int64_t col, int64_
         c[row * n + col] = ktune_common::from_float<O>(epilogue_value<O>(sum, ep, row, col));
 }
 
+/* Four e4m3 values (a fragment register, the first in the low byte) as two f16 pairs: lo the
+ * first two values, hi the last two. */
+__device__ __forceinline__ void e4m3x4_to_f16(uint32_t v, uint32_t &lo, uint32_t &hi)
+{
+    const __half2_raw l = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(v & 0xffff), __NV_E4M3);
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(v >> 16), __NV_E4M3);
+    lo = (uint32_t)l.x | (uint32_t)l.y << 16;
+    hi = (uint32_t)h.x | (uint32_t)h.y << 16;
+}
+
 /* Whether this build's code for the running architecture has the fp8 instructions (sm_89 on). */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
 #define KTUNE_QMMA_FP8 1

@@ -22,16 +22,6 @@
 
 namespace ktune_qmatmul_impl {
 
-/* An e4m3 fragment register (four values, the first in the low byte) as two f16 pairs: lo the
- * first two values, hi the last two. */
-__device__ __forceinline__ void e4m3x4_to_f16(uint32_t v, uint32_t &lo, uint32_t &hi)
-{
-    const __half2_raw l = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(v & 0xffff), __NV_E4M3);
-    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(v >> 16), __NV_E4M3);
-    lo = (uint32_t)l.x | (uint32_t)l.y << 16;
-    hi = (uint32_t)h.x | (uint32_t)h.y << 16;
-}
-
 /* m16n8k32's A fragment of e4m3 (a[4]) as the A fragments of two m16n8k16 f16 multiplies, k
  * permuted: the first takes a[0] and a[1] (values 0, 1 as its k 2t, 2t + 1 and 2, 3 as 8 + 2t,
  * 9 + 2t), the second a[2] and a[3]. e4m3_b_to_f16 permutes B's k the same way. */

@@ -17,17 +17,17 @@
 
 namespace ktune_qmatmul_impl {
 
-/* Four e4m3 values (the first in the low byte) as fp32. */
+/* Four e4m3 values (the first in the low byte) as fp32, through f16 pairs. */
 __device__ __forceinline__ void e4m3x4_to_float(uint32_t v, float *f)
 {
-    const __half2_raw l = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(v & 0xffff), __NV_E4M3);
-    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(v >> 16), __NV_E4M3);
-    const float2 lo = __half22float2(*reinterpret_cast<const __half2 *>(&l));
-    const float2 hi = __half22float2(*reinterpret_cast<const __half2 *>(&h));
-    f[0] = lo.x;
-    f[1] = lo.y;
-    f[2] = hi.x;
-    f[3] = hi.y;
+    uint32_t lo, hi;
+    e4m3x4_to_f16(v, lo, hi);
+    const float2 l = ktune_common::pair_to_float2<__half>(lo);
+    const float2 h = ktune_common::pair_to_float2<__half>(hi);
+    f[0] = l.x;
+    f[1] = l.y;
+    f[2] = h.x;
+    f[3] = h.y;
 }
 
 /* The calling warp's sums of one row of W (k values at w) times rows 0 .. m - 1 of A (k values

@@ -14,16 +14,7 @@
 
 namespace ktune_wqmatmul_impl {
 
-template <typename T> __device__ __forceinline__ float2 pair_to_float2(uint32_t p)
-{
-    if constexpr (std::is_same<T, __half>::value) {
-        __half2 h;
-        memcpy(&h, &p, 4);
-        return __half22float2(h);
-    } else {
-        return make_float2(__uint_as_float(p << 16), __uint_as_float(p & 0xffff0000u));
-    }
-}
+using ktune_common::pair_to_float2;
 
 template <typename T, int B, int TM, int ROWS, int WARPS, int UNROLL, int ACC32>
 __global__ void __launch_bounds__(WARPS * 32)
