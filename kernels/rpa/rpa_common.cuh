@@ -198,8 +198,8 @@ template <int WM, int WN, int MT, int BN, int STAGES, int SPLITS> struct launche
         dim3 grid;
         if (!args_of<D>(p, BM, BN, SPLITS, resident, true, &a, &grid))
             return cudaErrorInvalidValue;
-        const cudaError_t e =
-            ktune_launch::launch(kernel, grid, dim3(THREADS), dim3(1, 1, 1), smem, s, a);
+        const cudaError_t e = ktune_launch::launch_overlapped(kernel, grid, dim3(THREADS),
+                                                              dim3(1, 1, 1), smem, s, a);
         return e == cudaSuccess ? merge_splits<T, D>(a, s) : e;
     }
 };

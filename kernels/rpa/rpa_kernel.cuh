@@ -15,7 +15,9 @@
  * the block loads. blockIdx.x counts the batch's tiles: the block finds its sequence and
  * tile by a warp's scan of cu_q_lens (no host-side plan, so a call can be captured in a graph);
  * slots past the batch's tiles exit. Query rows count from cu_q_lens[0] (0 for a batch; a part
- * of one starts where its first sequence's queries do).
+ * of one starts where its first sequence's queries do). The kernel is launched overlapped with
+ * the stream's previous one (ktune_launch::launch_overlapped): its threads wait for that
+ * kernel's memory before their first load.
  *
  * Split KV (flash-decoding): with splits > 1, the keys are cut in chunks of max_len / splits
  * (whole steps) and blockIdx.z takes chunk z of the tile's keys, so that a long sequence takes
@@ -31,6 +33,7 @@
 #include "../common/attention_mma.cuh"
 #include "../matmul/matmul_common.cuh"
 #include "ktune/rpa.h"
+#include "launch.cuh"
 
 namespace ktune_rpa_impl {
 
@@ -523,6 +526,7 @@ __global__ void __launch_bounds__(WM * WN * 32) attend(const args a)
     __shared__ piece next;
     __shared__ walk_of<BM, BN> walk;
     __shared__ int more;
+    ktune_launch::wait_previous(); /* launched overlapped (rpa_common.cuh): before any load */
     if (threadIdx.x < 32) {
         if (a.balanced) {
             walk_of<BM, BN> w;
