@@ -5,6 +5,7 @@
  * run 3: run-dec; driver 580.159.04, CUDA 13.0, source aab434cc823a, 2026-11-26
  * run 4: run-rpa; driver 580.159.04, CUDA 13.0, source 8ce26c876fbf, 2026-11-26
  * run 5: run-rpa; driver 580.159.04, CUDA 13.0, source dfcdf2674a53, 2026-11-26
+ * run 6: run-rpa; driver 580.159.04, CUDA 13.0, source bb6fdd336227, 2026-11-27
  * Each row: key, configuration, its time (us), the family default's time (us). */
 #ifndef KTUNE_RPA_NVIDIA_H100_80GB_HBM3_132_H
 #define KTUNE_RPA_NVIDIA_H100_80GB_HBM3_132_H
@@ -12,9 +13,9 @@
 #include "ktune_table.h"
 
 static const ktune_row ktune_rpa_nvidia_h100_80gb_hbm3_132_rows[] = {
-    {{KTUNE_F16, 1, 16, 128, 8, 1, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits16", 62.032f, 72.312f},
+    {{KTUNE_F16, 1, 16, 128, 8, 1, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits16", 60.072f, 73.016f},
     {{KTUNE_F16, 1, 16, 128, 64, 8, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages2_splits4", 395.328f, 404.288f},
-    {{KTUNE_F16, 1, 128, 128, 8, 1, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits16", 61.440f, 72.648f},
+    {{KTUNE_F16, 1, 128, 128, 8, 1, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits16", 59.856f, 71.872f},
     {{KTUNE_F16, 1, 128, 128, 64, 8, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages2_splits8", 373.600f, 378.688f},
     {{KTUNE_F16, 16, 16, 128, 8, 1, 8192}, "wgmma_consumers2_bn128_stages3_splits4", 115.872f, 154.848f},
     {{KTUNE_F16, 16, 16, 128, 64, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 559.648f, 559.648f},
@@ -29,7 +30,7 @@ static const ktune_row ktune_rpa_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_F16, 2048, 128, 128, 8, 1, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 361.120f, 361.120f},
     {{KTUNE_F16, 2048, 128, 128, 64, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 2501.952f, 2501.952f},
     {{KTUNE_BF16, 1, 16, 128, 8, 1, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits16", 65.696f, 78.155f},
-    {{KTUNE_BF16, 1, 16, 128, 32, 8, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages2_splits4", 375.744f, 380.448f},
+    {{KTUNE_BF16, 1, 16, 128, 32, 8, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits8", 380.160f, 380.160f},
     {{KTUNE_BF16, 1, 16, 128, 32, 32, 8192}, "wgmma_consumers1_bn128_stages3_splits1", 1537.696f, 1652.288f},
     {{KTUNE_BF16, 1, 16, 128, 64, 8, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages2_splits4", 390.304f, 397.088f},
     {{KTUNE_BF16, 1, 64, 64, 32, 8, 4096}, "mma_warps_m1_warps_n1_mtiles1_bn32_stages2_splits8", 115.088f, 134.864f},
