@@ -45,7 +45,7 @@ template <int TILE_ROWS, int TILE_COLS> struct group_tiles {
     __device__ __forceinline__ int group_count(int g) const
     {
         const int r = off[g + 1] - off[g];
-        return r > 0 ? (r + TILE_ROWS - 1) / TILE_ROWS * tiles_n : 0;
+        return r > 0 ? ((r - 1) / TILE_ROWS + 1) * tiles_n : 0; /* no overflow */
     }
 
     __device__ void prepare() const
@@ -119,7 +119,7 @@ template <int TILE_ROWS, int TILE_COLS> struct group_tiles {
             else
                 hi = mid;
         }
-        const int g = lo, tiles_m = (off[g + 1] - off[g] + TILE_ROWS - 1) / TILE_ROWS;
+        const int g = lo, tiles_m = (off[g + 1] - off[g] - 1) / TILE_ROWS + 1; /* g holds tile */
         const int local = tile - first[g], tm = local % tiles_m, tn = local / tiles_m;
         return {off[g] + tm * TILE_ROWS, off[g + 1], g * p.n + tn * TILE_COLS, tn * TILE_COLS};
     }
