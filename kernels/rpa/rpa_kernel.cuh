@@ -155,16 +155,19 @@ __device__ __forceinline__ tile_span span_of(const args &a, int seq, int tile, i
 
 /* Decode's balanced split (args::balanced: a batch of one query a sequence, with a workspace).
  * The batch's work is its items, (sequence, KV head, row tile), laid end to end (a sequence's
- * items in a row, its KV heads outer), each of its sequence's steps of BN keys (at least one, so
- * that a sequence without keys still writes its zeros). Block b takes steps b * per .. (b + 1) *
- * per - 1 of that line, where per = the line over the grid, but at least the longest item over
- * splits - 1: every block the same bytes to read (a tile's split into chunks of max_len /
- * splits leaves most blocks of a batch of random lengths idle or short, and few long ones to
- * finish alone), and an item in at most `splits` pieces. A piece of an item is a share of its
- * rows: share b - (the block of the item's first step); the block holding an item's last step
- * marks its shares past the last empty for the merge. The plan's scans run in the block's first
- * warp (a lane a sequence), the walk in its first thread, which hands each piece to the block
- * through shared memory. */
+ * items in a row, its KV heads outer), each START units for its start and then a unit for each
+ * of its sequence's steps of BN keys (at least one, so that a sequence without keys still writes
+ * its zeros). Block b takes units b * per .. (b + 1) * per - 1 of that line, where per = the line
+ * over the grid, but at least the longest item over splits - 1: every block the same bytes to
+ * read (a tile's split into chunks of max_len / splits leaves most blocks of a batch of random
+ * lengths idle or short, and few long ones to finish alone), and an item in at most `splits`
+ * pieces. A piece's start (the page table, then its first keys, before anything streams) costs a
+ * block about what half a step's keys take, so a block whose units hold an item's start gets that
+ * many fewer steps and finishes with the others. A piece of an item is a share of its rows: share
+ * b - (the block of the item's first step); the block holding an item's last step marks its
+ * shares past the last empty for the merge. The plan's scans run in the block's first warp (a
+ * lane a sequence), the walk in its first thread, which hands each piece to the block through
+ * shared memory. */
 struct piece {
     tile_span span;
     int seq, kvh, share;
@@ -172,7 +175,8 @@ struct piece {
 };
 
 template <int BM, int BN> struct walk_of {
-    int64_t g, g_end, first; /* the block's next and end step; the first step of seq's items */
+    static constexpr int START = 1; /* units an item's start takes on the line */
+    int64_t g, g_end, first; /* the block's next and end unit; the first unit of seq's items */
     int seq, steps, tiles;   /* the sequence walked, its items' steps and its row tiles */
     int64_t per;
 
@@ -197,7 +201,7 @@ template <int BM, int BN> struct walk_of {
             int64_t work = 0;
             int st = 0, t = 0;
             if (s < a.seqs) {
-                st = steps_of(a, s, base, &t);
+                st = steps_of(a, s, base, &t) + START;
                 work = (int64_t)t * a.kv_heads * st;
             }
             longest = max(longest, t ? st : 0);
@@ -216,14 +220,14 @@ template <int BM, int BN> struct walk_of {
         seq = -1;
         if (g >= g_end)
             return;
-        /* the sequence whose items hold step g */
+        /* the sequence whose items hold unit g */
         int64_t before = 0;
         for (int s0 = 0; s0 < a.seqs; s0 += 32) {
             const int s = s0 + lane;
             int64_t work = 0;
             if (s < a.seqs) {
                 int t;
-                const int st = steps_of(a, s, base, &t);
+                const int st = steps_of(a, s, base, &t) + START;
                 work = (int64_t)t * a.kv_heads * st;
             }
             int64_t inclusive = work;
@@ -246,30 +250,38 @@ template <int BM, int BN> struct walk_of {
         g = g_end; /* not reached: the scans agree */
     }
 
-    /* The next piece; false after the block's last. */
+    /* The next piece; false after the block's last. A block's units that hold only an item's
+     * start are no piece of it. */
     __device__ __forceinline__ bool next(const args &a, piece *p)
     {
-        if (g >= g_end)
-            return false;
-        /* past this sequence's items: the next with any */
-        while (g >= first + (int64_t)tiles * a.kv_heads * steps && seq + 1 < a.seqs) {
-            first += (int64_t)tiles * a.kv_heads * steps;
-            steps = steps_of(a, ++seq, __ldg(a.cu_q), &tiles);
+        for (;;) {
+            if (g >= g_end)
+                return false;
+            const int units = steps + START; /* an item's units on the line */
+            /* past this sequence's items: the next with any */
+            if (g >= first + (int64_t)tiles * a.kv_heads * units && seq + 1 < a.seqs) {
+                first += (int64_t)tiles * a.kv_heads * units;
+                steps = steps_of(a, ++seq, __ldg(a.cu_q), &tiles);
+                continue;
+            }
+            const int item = (int)((g - first) / units), at = (int)((g - first) % units);
+            const int len = (int)min((int64_t)(units - at), g_end - g);
+            g += len;
+            if (at + len <= START)
+                continue;
+            /* the item's steps from its first unit after the start's */
+            const int64_t step0 = first + (int64_t)item * units + START;
+            p->seq = seq;
+            p->kvh = item / tiles;
+            p->span = span_whole<BM, BN>(a, seq, item % tiles);
+            const int real = p->span.st1;
+            p->span.st0 = min(real, max(at - START, 0));
+            p->span.st1 = min(real, at + len - START);
+            p->share = (int)(blockIdx.x - step0 / per);
+            p->shares =
+                at + len == units ? (int)((step0 + steps - 1) / per - step0 / per + 1) : 0;
+            return true;
         }
-        const int item = (int)((g - first) / steps), at = (int)((g - first) % steps);
-        const int64_t item_first = first + (int64_t)item * steps;
-        const int len = (int)min((int64_t)(steps - at), g_end - g);
-        p->seq = seq;
-        p->kvh = item / tiles;
-        p->span = span_whole<BM, BN>(a, seq, item % tiles);
-        const int real = p->span.st1;
-        p->span.st0 = min(real, at);
-        p->span.st1 = min(real, at + len);
-        p->share = (int)(blockIdx.x - item_first / per);
-        p->shares =
-            at + len == steps ? (int)((item_first + steps - 1) / per - item_first / per + 1) : 0;
-        g += len;
-        return true;
     }
 };
 
