@@ -6,6 +6,7 @@
  * run 4: run-rpa; driver 580.159.04, CUDA 13.0, source 8ce26c876fbf, 2026-11-26
  * run 5: run-rpa; driver 580.159.04, CUDA 13.0, source dfcdf2674a53, 2026-11-26
  * run 6: run-rpa; driver 580.159.04, CUDA 13.0, source bb6fdd336227, 2026-11-27
+ * run 7: run-rpa; driver 580.159.04, CUDA 13.0, source 753a4484b83c, 2026-11-27
  * Each row: key, configuration, its time (us), the family default's time (us). */
 #ifndef KTUNE_RPA_NVIDIA_H100_80GB_HBM3_132_H
 #define KTUNE_RPA_NVIDIA_H100_80GB_HBM3_132_H
@@ -13,9 +14,9 @@
 #include "ktune_table.h"
 
 static const ktune_row ktune_rpa_nvidia_h100_80gb_hbm3_132_rows[] = {
-    {{KTUNE_F16, 1, 16, 128, 8, 1, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits16", 60.072f, 73.016f},
+    {{KTUNE_F16, 1, 16, 128, 8, 1, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits16", 59.120f, 70.776f},
     {{KTUNE_F16, 1, 16, 128, 64, 8, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages2_splits4", 395.328f, 404.288f},
-    {{KTUNE_F16, 1, 128, 128, 8, 1, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits16", 59.856f, 71.872f},
+    {{KTUNE_F16, 1, 128, 128, 8, 1, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits16", 58.888f, 71.768f},
     {{KTUNE_F16, 1, 128, 128, 64, 8, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages2_splits8", 373.600f, 378.688f},
     {{KTUNE_F16, 16, 16, 128, 8, 1, 8192}, "wgmma_consumers2_bn128_stages3_splits4", 115.872f, 154.848f},
     {{KTUNE_F16, 16, 16, 128, 64, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 559.648f, 559.648f},
@@ -29,16 +30,16 @@ static const ktune_row ktune_rpa_nvidia_h100_80gb_hbm3_132_rows[] = {
     {{KTUNE_F16, 2048, 16, 128, 64, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 2232.928f, 2232.928f},
     {{KTUNE_F16, 2048, 128, 128, 8, 1, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 361.120f, 361.120f},
     {{KTUNE_F16, 2048, 128, 128, 64, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 2501.952f, 2501.952f},
-    {{KTUNE_BF16, 1, 16, 128, 8, 1, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits16", 65.696f, 78.155f},
+    {{KTUNE_BF16, 1, 16, 128, 8, 1, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits16", 64.632f, 75.787f},
     {{KTUNE_BF16, 1, 16, 128, 32, 8, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits8", 380.160f, 380.160f},
-    {{KTUNE_BF16, 1, 16, 128, 32, 32, 8192}, "wgmma_consumers1_bn128_stages3_splits1", 1537.696f, 1652.288f},
+    {{KTUNE_BF16, 1, 16, 128, 32, 32, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits8", 1530.752f, 1530.752f},
     {{KTUNE_BF16, 1, 16, 128, 64, 8, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages2_splits4", 390.304f, 397.088f},
-    {{KTUNE_BF16, 1, 64, 64, 32, 8, 4096}, "mma_warps_m1_warps_n1_mtiles1_bn32_stages2_splits8", 115.088f, 134.864f},
+    {{KTUNE_BF16, 1, 64, 64, 32, 8, 4096}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits8", 111.520f, 111.520f},
     {{KTUNE_BF16, 1, 64, 256, 32, 8, 4096}, "wgmma_consumers1_bn64_stages3_splits16", 372.352f, 586.272f},
-    {{KTUNE_BF16, 1, 128, 128, 8, 1, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits16", 63.208f, 76.712f},
+    {{KTUNE_BF16, 1, 128, 128, 8, 1, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits16", 60.336f, 71.864f},
     {{KTUNE_BF16, 1, 128, 128, 32, 8, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages2_splits4", 378.048f, 385.216f},
-    {{KTUNE_BF16, 1, 128, 128, 32, 32, 8192}, "wgmma_consumers1_bn128_stages3_splits1", 1484.384f, 1603.008f},
-    {{KTUNE_BF16, 1, 128, 128, 64, 8, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages2_splits4", 418.816f, 426.496f},
+    {{KTUNE_BF16, 1, 128, 128, 32, 32, 8192}, "mma_warps_m1_warps_n4_mtiles1_bn64_stages2_splits8", 1470.272f, 1470.272f},
+    {{KTUNE_BF16, 1, 128, 128, 64, 8, 8192}, "mma_warps_m1_warps_n2_mtiles1_bn32_stages2_splits4", 413.536f, 418.464f},
     {{KTUNE_BF16, 16, 16, 128, 8, 1, 8192}, "wgmma_consumers2_bn128_stages3_splits4", 112.912f, 149.392f},
     {{KTUNE_BF16, 16, 16, 128, 32, 8, 8192}, "wgmma_consumers2_bn128_stages3_splits1", 457.536f, 457.536f},
     {{KTUNE_BF16, 16, 16, 128, 32, 32, 8192}, "wgmma_consumers1_bn128_stages3_splits1", 1473.856f, 2048.064f},
