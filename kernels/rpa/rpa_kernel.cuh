@@ -161,13 +161,13 @@ __device__ __forceinline__ tile_span span_of(const args &a, int seq, int tile, i
  * over the grid, but at least the longest item over splits - 1: every block the same bytes to
  * read (a tile's split into chunks of max_len / splits leaves most blocks of a batch of random
  * lengths idle or short, and few long ones to finish alone), and an item in at most `splits`
- * pieces. A piece's start (the page table, then its first keys, before anything streams) costs a
- * block about what half a step's keys take, so a block whose units hold an item's start gets that
- * many fewer steps and finishes with the others. A piece of an item is a share of its rows: share
- * b - (the block of the item's first step); the block holding an item's last step marks its
- * shares past the last empty for the merge. The plan's scans run in the block's first warp (a
- * lane a sequence), the walk in its first thread, which hands each piece to the block through
- * shared memory. */
+ * pieces. A piece's start (the page table, then its first keys, before anything streams) is
+ * time a block reads nothing, so an item's start takes units of the line too: a block holding
+ * more starts gets fewer steps and finishes with the others. A piece of an item is a share of
+ * its rows: share b - (the block of the item's first step); the block holding an item's last
+ * step marks its shares past the last empty for the merge. The plan's scans run in the block's
+ * first warp (a lane a sequence), the walk in its first thread, which hands each piece to the
+ * block through shared memory. */
 struct piece {
     tile_span span;
     int seq, kvh, share;
