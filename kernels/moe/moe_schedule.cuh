@@ -25,6 +25,10 @@ namespace ktune_moe_impl {
 
 using ktune_matmul_impl::tile_place;
 
+/* The tiles of R rows that r >= 1 rows take: ceil(r / R), written so that it cannot overflow for
+ * any r up to INT32_MAX (hostile offsets are clamped to the rows, which may be that many). */
+template <int R> __device__ __forceinline__ int row_tiles(int r) { return (r - 1) / R + 1; }
+
 template <int TILE_ROWS, int TILE_COLS> struct group_tiles {
     struct params {
         const int32_t *offsets; /* groups + 1, on the device */
@@ -45,7 +49,7 @@ template <int TILE_ROWS, int TILE_COLS> struct group_tiles {
     __device__ __forceinline__ int group_count(int g) const
     {
         const int r = off[g + 1] - off[g];
-        return r > 0 ? ((r - 1) / TILE_ROWS + 1) * tiles_n : 0; /* no overflow */
+        return r > 0 ? row_tiles<TILE_ROWS>(r) * tiles_n : 0;
     }
 
     __device__ void prepare() const
@@ -119,7 +123,7 @@ template <int TILE_ROWS, int TILE_COLS> struct group_tiles {
             else
                 hi = mid;
         }
-        const int g = lo, tiles_m = (off[g + 1] - off[g] - 1) / TILE_ROWS + 1; /* g holds tile */
+        const int g = lo, tiles_m = row_tiles<TILE_ROWS>(off[g + 1] - off[g]); /* g holds tile */
         const int local = tile - first[g], tm = local % tiles_m, tn = local / tiles_m;
         return {off[g] + tm * TILE_ROWS, off[g + 1], g * p.n + tn * TILE_COLS, tn * TILE_COLS};
     }
@@ -171,7 +175,7 @@ template <int TILE_ROWS, int TILE_COLS> struct group_locator {
                 if (lane == 31)
                     end = max(next_first, most);
                 const int g = base + 32 * j + lane, r = g < p.groups ? end - start : 0;
-                const int tiles = r > 0 ? ((r - 1) / TILE_ROWS + 1) * tiles_n : 0; /* no overflow */
+                const int tiles = r > 0 ? row_tiles<TILE_ROWS>(r) * tiles_n : 0;
                 int upto = tiles; /* the tiles up to this group's end */
 #pragma unroll
                 for (int d = 1; d < 32; d <<= 1) {
@@ -186,7 +190,7 @@ template <int TILE_ROWS, int TILE_COLS> struct group_locator {
                     const int src = __ffs(hit) - 1;
                     const int lo = __shfl_sync(ALL, start, src), hi = __shfl_sync(ALL, end, src);
                     const int first = __shfl_sync(ALL, upto - tiles, src);
-                    const int tiles_m = (hi - lo - 1) / TILE_ROWS + 1, local = tile - first;
+                    const int tiles_m = row_tiles<TILE_ROWS>(hi - lo), local = tile - first;
                     const int tm = local % tiles_m, tn = local / tiles_m;
                     at = {lo + tm * TILE_ROWS, hi, (base + 32 * j + src) * p.n + tn * TILE_COLS,
                           tn * TILE_COLS};

@@ -190,6 +190,20 @@ template <int BM, int BN> struct walk_of {
         return max(1, (kv + BN - 1) / BN);
     }
 
+    /* Sequence s's units on the line (0 past the batch), and in *item the units of each of its
+     * items (0 where it has none) */
+    __device__ __forceinline__ static int64_t line_of(const args &a, int s, int base, int *item)
+    {
+        int64_t work = 0;
+        int units = 0, tiles = 0;
+        if (s < a.seqs) {
+            units = steps_of(a, s, base, &tiles) + START;
+            work = (int64_t)tiles * a.kv_heads * units;
+        }
+        *item = tiles ? units : 0;
+        return work;
+    }
+
     /* The plan and the block's first piece; g == g_end where the block has none. */
     __device__ __forceinline__ void start(const args &a)
     {
@@ -197,14 +211,9 @@ template <int BM, int BN> struct walk_of {
         int64_t total = 0;
         int longest = 0;
         for (int s0 = 0; s0 < a.seqs; s0 += 32) {
-            const int s = s0 + lane;
-            int64_t work = 0;
-            int st = 0, t = 0;
-            if (s < a.seqs) {
-                st = steps_of(a, s, base, &t) + START;
-                work = (int64_t)t * a.kv_heads * st;
-            }
-            longest = max(longest, t ? st : 0);
+            int item;
+            int64_t work = line_of(a, s0 + lane, base, &item);
+            longest = max(longest, item);
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) {
                 work += __shfl_xor_sync(~0u, work, o);
@@ -223,13 +232,8 @@ template <int BM, int BN> struct walk_of {
         /* the sequence whose items hold unit g */
         int64_t before = 0;
         for (int s0 = 0; s0 < a.seqs; s0 += 32) {
-            const int s = s0 + lane;
-            int64_t work = 0;
-            if (s < a.seqs) {
-                int t;
-                const int st = steps_of(a, s, base, &t) + START;
-                work = (int64_t)t * a.kv_heads * st;
-            }
+            int item;
+            const int64_t work = line_of(a, s0 + lane, base, &item);
             int64_t inclusive = work;
 #pragma unroll
             for (int o = 1; o < 32; o <<= 1) {
