@@ -93,6 +93,22 @@ __device__ __forceinline__ void barrier_wait(uint64_t *bar, int parity)
     } while (!done);
 }
 
+/* barrier_wait for a thread with nothing else to do meanwhile (a producer waiting for a free
+ * stage): each try may suspend the thread until the phase completes (at most a millisecond), where
+ * a plain try returns within a few cycles, so that the waiting does not take issue slots from the
+ * warps that share its scheduler. */
+__device__ __forceinline__ void barrier_wait_idle(uint64_t *bar, int parity)
+{
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(smem_addr(bar)), "r"(parity), "r"(1000000)
+                     : "memory");
+    } while (!done);
+}
+
 /* Orders this thread's earlier accesses to shared memory before later ones of the asynchronous
  * proxy (TMA: its stores reading what the thread wrote, bulk copies writing the same bytes). */
 __device__ __forceinline__ void fence_proxy_async()

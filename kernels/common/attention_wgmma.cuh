@@ -56,24 +56,58 @@ struct ring_view {
     uint64_t *full, *empty;
 };
 
+/* The online softmax's step for a thread's two rows, with slack: mx, the step's largest score of
+ * each row on this lane (log2 units; -inf for none), taken over the row's quad; the running max m
+ * moves to it only where it passes m by more than SLACK, so that the step's weights against base
+ * (m, or 0 while a row has seen no score) are at most 2^SLACK and most steps of a long walk leave
+ * the row's sum and output as they are (corr 1). Where m moves, corr brings l (here) and the
+ * output (the caller) to it. The result is the same: l and the output are both taken against m. */
+template <typename Exp2>
+__device__ __forceinline__ void softmax_step_slack(float (&mx)[2], float (&m)[2], float (&l)[2],
+                                                   float (&base)[2], float (&corr)[2], Exp2 exp2)
+{
+    constexpr float SLACK = 8.f;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(~0u, mx[i], 1));
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(~0u, mx[i], 2));
+        const bool move = mx[i] > m[i] + SLACK; /* any score, while m is -inf */
+        corr[i] = move ? exp2(m[i] - mx[i]) : 1.f;
+        m[i] = move ? mx[i] : m[i];
+        base[i] = m[i] == -INFINITY ? 0.f : m[i];
+        l[i] *= corr[i];
+    }
+}
+
 /* A consumer warpgroup's walk over a block's steps of BN keys, st0 .. st1 - 1 (the ring's stages
  * from 0 in turn, as the producer fills them); the block's keys end at kv_end (the tail step's
  * value rows past it are zeroed by all consumers together), this warpgroup's at my_end: it
  * multiplies the steps below my_end and frees the others as they arrive.
  *
  * Per step: issue_s(st, stage) issues and commits S = Q K^T of the stage's keys into storage of
- * the caller's; scores(st, x, c) reads it (the multiplies done) into x, masked keys -inf, with
- * c[nb][i] > 0 the factor into log2 units of n8 block nb in this thread's row i (the fragment
- * layout of attention_mma.cuh). Then the online softmax (m, l: this thread's two rows' running
- * max and sum), O (o) rescaled and O += P V issued with P in registers. The order overlaps each
- * step's softmax with the previous step's P V on the tensor cores: only S is waited for. */
-template <typename T, int D, int BN, int PANELS, int CONSUMERS, int STAGES, typename IssueS,
-          typename Scores>
+ * the caller's; scores(st, x, mul, add) reads it (the multiplies done) into x, masked keys -inf,
+ * in the fragment layout of attention_mma.cuh, and gives for each of the step's G groups of BN /
+ * G keys and this thread's row i the map into log2 units: score = x mul[g][i] + add[g][i], mul >
+ * 0. Then the online softmax (m, l: this thread's two rows' running max and sum; the max with
+ * slack, softmax_step_slack), O (o) rescaled on the steps where a row of the warp needs it, and
+ * O += P V issued with P in registers. The order overlaps each step's softmax with the previous
+ * step's P V on the tensor cores: only S is waited for.
+ *
+ * TURNS (two consumers that walk the same steps, st0 .. st1 - 1 with the same my_end): the
+ * consumers take turns to issue their multiplies (named barriers 4 and 5, one a consumer: each
+ * waits for its turn, issues a step's S and P V and hands the turn to the other; consumer 0 has
+ * the first), so that one's softmax runs while the other's multiplies do, rather than both
+ * softmaxes at once on the special function units with the tensor cores idle (FlashAttention-3's
+ * ping-pong). */
+template <typename T, int D, int BN, int G, int PANELS, int CONSUMERS, int STAGES, bool TURNS,
+          typename IssueS, typename Scores>
 __device__ __forceinline__ void consume(const ring_view &r, int st0, int st1, int kv_end,
                                         int my_end, float (&m)[2], float (&l)[2],
                                         float (&o)[D / 8][4], IssueS issue_s, Scores scores)
 {
     using namespace ktune_matmul_impl;
+    static_assert(BN % (8 * G) == 0, "groups of whole n8 blocks");
+    constexpr int NG = BN / 8 / G; /* n8 blocks a group */
     const int tid = threadIdx.x % 128;
     int s = 0, phase = 0;
     /* step st's stage (s) filled; on the tail step, its value rows past kv_end zeroed */
@@ -89,32 +123,64 @@ __device__ __forceinline__ void consume(const ring_view &r, int st0, int st1, in
     const int last = min(st1, (my_end + BN - 1) / BN); /* steps st0 .. last - 1 multiplied */
     uint32_t pa[BN / 16][4] = {};
     int held = -1; /* the stage whose P V is in flight */
+    static_assert(!TURNS || CONSUMERS == 2, "turns between two consumers");
+    const int consumer = threadIdx.x / 128 - 1;
+    auto take_turn = [&] {
+        if constexpr (TURNS) {
+            if (consumer == 0)
+                asm volatile("bar.sync 4, 256;\n" ::: "memory");
+            else
+                asm volatile("bar.sync 5, 256;\n" ::: "memory");
+        }
+    };
+    auto pass_turn = [&] {
+        if constexpr (TURNS) {
+            if (consumer == 0)
+                asm volatile("bar.arrive 5, 256;\n" ::: "memory");
+            else
+                asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+        }
+    };
+    if (TURNS && consumer == 1) /* consumer 0 has the first turn */
+        asm volatile("bar.arrive 4, 256;\n" ::: "memory");
     if (st0 < last) {
         acquire(st0);
+        take_turn();
         issue_s(st0, s);
+        pass_turn();
         wgmma_wait<0>();
     }
     /* one step; NEXT: the next step's S issued in it (static, so that the waits are too and the
      * compiler can see which multiplies are in flight) */
     auto step = [&](int st, auto next) {
         constexpr bool NEXT = decltype(next)::value;
-        float x[BN / 8][4], c[BN / 8][2];
-        scores(st, x, c);
-        /* the weights, while the previous step's P V runs */
-        float mx[2] = {m[0], m[1]};
+        float x[BN / 8][4], mul[G][2], add[G][2];
+        scores(st, x, mul, add);
+        /* the weights, while the previous step's P V runs: each group's largest x, mapped */
+        float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int nb = 0; nb < BN / 8; nb++)
+        for (int g = 0; g < G; g++)
 #pragma unroll
-            for (int i = 0; i < 2; i++)
-                mx[i] = fmaxf(mx[i], fmaxf(x[nb][2 * i], x[nb][2 * i + 1]) * c[nb][i]);
+            for (int i = 0; i < 2; i++) {
+                float top = fmaxf(x[g * NG][2 * i], x[g * NG][2 * i + 1]);
+#pragma unroll
+                for (int nb = g * NG + 1; nb < g * NG + NG; nb++)
+                    top = fmaxf(top, fmaxf(x[nb][2 * i], x[nb][2 * i + 1]));
+                mx[i] = fmaxf(mx[i], fmaf(top, mul[g][i], add[g][i]));
+            }
         const ktune_attention_mma::exp2_fast exp2;
         float corr[2], base[2];
-        ktune_attention_mma::softmax_step(mx, m, l, base, corr, exp2);
+        softmax_step_slack(mx, m, l, base, corr, exp2);
+#pragma unroll
+        for (int g = 0; g < G; g++)
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+                add[g][i] -= base[i];
 #pragma unroll
         for (int nb = 0; nb < BN / 8; nb++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                x[nb][e] = exp2(fmaf(x[nb][e], c[nb][e / 2], -base[e / 2]));
+                x[nb][e] = exp2(fmaf(x[nb][e], mul[nb / NG][e / 2], add[nb / NG][e / 2]));
                 l[e / 2] += x[nb][e];
             }
         wgmma_wait<0>(); /* the previous step's P V: its stage is free, O and P are ours */
@@ -122,22 +188,25 @@ __device__ __forceinline__ void consume(const ring_view &r, int st0, int st1, in
         hold_fragments(pa);
         if (held >= 0 && tid == 0)
             barrier_arrive(&r.empty[held]);
-        ktune_attention_mma::rescale(o, corr);
+        if (__any_sync(~0u, corr[0] != 1.f || corr[1] != 1.f))
+            ktune_attention_mma::rescale(o, corr);
         ktune_attention_mma::pack_p<T>(x, pa);
         const int cur = s;
         ring_next<STAGES>(s, phase);
-        if constexpr (NEXT) { /* the next step's S goes first: the softmax waits for it */
+        if constexpr (NEXT)
             acquire(st + 1);
+        take_turn();
+        if constexpr (NEXT) /* the next step's S goes first: the softmax waits for it */
             issue_s(st + 1, s);
-        }
         wgmma_fence_registers(o_flat);
         wgmma_fence();
-        const uint32_t v_addr = smem_addr(r.base + cur * r.stage_bytes + r.v_offset);
+        const uint64_t v_desc = wgmma_desc_n_major(
+            smem_addr(r.base + cur * r.stage_bytes + r.v_offset), BN * 128);
 #pragma unroll
         for (int kb = 0; kb < BN / 16; kb++) /* 16 value rows: two 8-row atoms of 1024 bytes */
-            wgmma_m64k16_ra<T, D, 1>(o_flat, pa[kb],
-                                     wgmma_desc_n_major(v_addr + kb * 2048, BN * 128));
+            wgmma_m64k16_ra<T, D, 1>(o_flat, pa[kb], wgmma_desc_plus(v_desc, kb * 2048));
         wgmma_commit();
+        pass_turn();
         wgmma_fence_registers(o_flat);
         held = cur;
         if constexpr (NEXT)

@@ -31,6 +31,14 @@ __device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr)
            | (uint64_t)1 << 62;          /* 128-byte swizzle */
 }
 
+/* The descriptor of the same tile `bytes` further on (a multiple of 16): the start address is the
+ * low field, and shared memory lies below 256 KiB, so the sum never carries out of it; the high
+ * word is kept as it is (one add, where a descriptor made anew takes several). */
+__device__ __forceinline__ uint64_t wgmma_desc_plus(uint64_t desc, uint32_t bytes)
+{
+    return (desc >> 32 << 32) | (uint32_t)((uint32_t)desc + (bytes >> 4));
+}
+
 /* A shared-memory matrix descriptor for an N-major b tile of 16-bit elements (imm-trans-b 1): k
  * rows of 64 n (128 bytes) in TMA's 128-byte swizzle, 8-row atoms of 1024 bytes one after the
  * other along k, and each further 64 n (a panel) panel_bytes on. addr is the tile's shared

@@ -66,18 +66,21 @@ inline bool problem_ok(const ktune_qkattn_problem &p)
 }
 
 /* The channels' statistics, then the int8 Q and K of a problem in blocks of q_gran and k_gran
- * tokens. */
+ * tokens. Each launch of a call (these three and the attention's) overlaps the stream's previous
+ * kernel (ktune_launch::launch_overlapped): every kernel waits for it before touching memory, and
+ * the quantization's kernels let the next one in at once (they run in one wave or close to it). */
 template <typename T, int D>
 cudaError_t quantize_all(const ktune_qkattn_problem &p, const workspace &w, int q_gran,
                          int k_gran, cudaStream_t s)
 {
     const unsigned bh = (unsigned)(p.batch * p.heads), seq = (unsigned)p.seq_len;
     const T *q = static_cast<const T *>(p.q), *k = static_cast<const T *>(p.k);
-    cudaError_t e = ktune_launch::launch(channel_stats<T, D>, dim3(STAT_PARTS, bh), dim3(256),
-                                         dim3(1, 1, 1), 0, s, q, k, w.stats, (int)seq);
+    cudaError_t e =
+        ktune_launch::launch_overlapped(channel_stats<T, D>, dim3(STAT_PARTS, bh), dim3(256),
+                                        dim3(1, 1, 1), 0, s, q, k, w.stats, (int)seq);
     if (e == cudaSuccess)
-        e = ktune_launch::launch(channel_balance<D>, dim3(bh), dim3(D), dim3(1, 1, 1), 0, s,
-                                 (const float *)w.stats, w.channel, (int)seq);
+        e = ktune_launch::launch_overlapped(channel_balance<D>, dim3(bh), dim3(D), dim3(1, 1, 1),
+                                            0, s, (const float *)w.stats, w.channel, (int)seq);
     if (e != cudaSuccess)
         return e;
     quantize_args a;
@@ -90,8 +93,8 @@ cudaError_t quantize_all(const ktune_qkattn_problem &p, const workspace &w, int 
     a.q_mul = p.scale * 1.4426950408889634f;
     const int gran = q_gran < k_gran ? q_gran : k_gran;
     const unsigned blocks = (unsigned)((seq + gran - 1) / gran);
-    return ktune_launch::launch(quantize<T, D>, dim3(blocks, bh, 2), dim3(128), dim3(1, 1, 1), 0,
-                                s, a);
+    return ktune_launch::launch_overlapped(quantize<T, D>, dim3(blocks, bh, 2), dim3(128),
+                                           dim3(1, 1, 1), 0, s, a);
 }
 
 /* The attention's arguments: the quantized Q and K in w and their scales in blocks of q_gran and
@@ -144,10 +147,12 @@ template <int BM, int WARPS, int BN, int STAGES, int QG, int KG> struct launcher
         constexpr size_t smem = smem_bytes<D, BM, BN, STAGES>();
         const dim3 grid((unsigned)((p.seq_len + BM - 1) / BM), (unsigned)(p.batch * p.heads));
         return p.causal
-                   ? ktune_launch::launch(attend<T, D, BM, WARPS, BN, STAGES, true>, grid,
-                                          dim3(WARPS * 32), dim3(1, 1, 1), smem, s, a)
-                   : ktune_launch::launch(attend<T, D, BM, WARPS, BN, STAGES, false>, grid,
-                                          dim3(WARPS * 32), dim3(1, 1, 1), smem, s, a);
+                   ? ktune_launch::launch_overlapped(attend<T, D, BM, WARPS, BN, STAGES, true>,
+                                                     grid, dim3(WARPS * 32), dim3(1, 1, 1), smem,
+                                                     s, a)
+                   : ktune_launch::launch_overlapped(attend<T, D, BM, WARPS, BN, STAGES, false>,
+                                                     grid, dim3(WARPS * 32), dim3(1, 1, 1), smem,
+                                                     s, a);
     }
 };
 

@@ -27,6 +27,7 @@
 #include "../common/attention_mma.cuh"
 #include "../qmatmul/qmatmul_common.cuh"
 #include "ktune/qkattn.h"
+#include "launch.cuh"
 
 namespace ktune_qkattn_impl {
 
@@ -77,6 +78,8 @@ __global__ void __launch_bounds__(256)
 {
     constexpr int CPR = D / 8, ROWS = 256 / CPR;
     __shared__ float part[4][ROWS][D];
+    ktune_launch::wait_previous(); /* launched overlapped (quantize_all) */
+    ktune_launch::release_next();
     const int bh = blockIdx.y, ch = threadIdx.x % CPR, r = threadIdx.x / CPR;
     const int t0 = (int)((int64_t)seq * blockIdx.x / STAT_PARTS);
     const int t1 = (int)((int64_t)seq * (blockIdx.x + 1) / STAT_PARTS);
@@ -125,6 +128,8 @@ __global__ void __launch_bounds__(256)
  * statistics; D threads. A factor is 1 where either range is 0, and within [2^-10, 2^10]. */
 template <int D> __global__ void channel_balance(const float *stats, float *channel, int seq)
 {
+    ktune_launch::wait_previous();
+    ktune_launch::release_next();
     const int bh = blockIdx.x, c = threadIdx.x;
     float f[4] = {0.f, INFINITY, -INFINITY, 0.f};
     for (int p = 0; p < STAT_PARTS; p++) {
@@ -154,6 +159,8 @@ template <typename T, int D> __global__ void __launch_bounds__(128) quantize(con
 {
     constexpr int CPR = D / 8, THREADS = 128;
     __shared__ float mean[D], mul[D], warp_max[THREADS / 32];
+    ktune_launch::wait_previous();
+    ktune_launch::release_next();
     const bool keys = blockIdx.z == 1;
     const int gran = keys ? a.k_gran : a.q_gran, bh = blockIdx.y;
     const int t0 = blockIdx.x * gran;
@@ -239,6 +246,7 @@ __global__ void __launch_bounds__(WARPS * 32) attend(const attend_args a)
     int8_t *const sq = reinterpret_cast<int8_t *>(smem_raw);
     int8_t *const sk = sq + BM * D;
     T *const sv = reinterpret_cast<T *>(sk + STAGES * BN * D);
+    ktune_launch::wait_previous(); /* launched overlapped (qkattn_common.cuh) */
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int tile = CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;

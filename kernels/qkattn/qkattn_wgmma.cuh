@@ -43,6 +43,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     using namespace ktune_matmul_impl;
     using namespace ktune_attention_wgmma;
     constexpr int BM = 64 * CONSUMERS, PANELS = D / 64;
+    constexpr bool TURNS = CONSUMERS == 2; /* the consumers take turns at the tensor cores */
     constexpr uint32_t Q_BYTES = 64 * 128, K_BYTES = BN * 128, V_BYTES = BN * D * 2;
     constexpr uint32_t STAGE_BYTES = K_BYTES + V_BYTES;
     extern __shared__ __align__(128) unsigned char smem_raw[]; /* as the mma kernel declares it */
@@ -62,6 +63,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         barrier_init_fence();
     }
     __syncthreads();
+    ktune_launch::wait_previous(); /* launched overlapped: the quantization's results */
 
     if (warpgroup == 0) {
         if constexpr (CONSUMERS > 1)
@@ -72,7 +74,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                 tma_load(smem + c * Q_BYTES, &map_q, 0, first + r0 + c * 64, q_full);
             int s = 0, phase = 0;
             for (int st = 0; st < steps; st++) {
-                barrier_wait(&empty[s], phase ^ 1); /* the consumers are done with the stage */
+                ktune_common::barrier_wait_idle(&empty[s], phase ^ 1); /* the stage is free */
                 barrier_expect(&full[s], STAGE_BYTES);
                 unsigned char *const k_s = ring + s * STAGE_BYTES, *const v_s = k_s + K_BYTES;
                 tma_load(k_s, &map_k, 0, first + st * BN, &full[s]);
@@ -90,8 +92,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     const int consumer = warpgroup - 1, warp = tid / 32;
     const int rc0 = r0 + consumer * 64; /* this warpgroup's first query */
     const bool busy = rc0 < seq;
-    /* the keys this warpgroup's last query sees, and those every one of its queries sees */
-    const int my_end = !busy ? 0 : CAUSAL ? min(seq, rc0 + 64) : seq;
+    /* the keys this warpgroup multiplies (two consumers take turns: both the block's) and those
+     * every one of its queries sees */
+    const int my_end = TURNS ? kv_end : !busy ? 0 : CAUSAL ? min(seq, rc0 + 64) : seq;
     const int unmasked = CAUSAL ? min(seq, rc0 + 1) : seq;
     const int ra = rc0 + warp * 16 + lane / 4; /* this thread's rows: ra and ra + 8 */
     const float *const ks = a.k_scale + blockIdx.y * a.scale_stride;
@@ -103,7 +106,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                         : 1.f; /* rows past seq_len: not stored */
         m[i] = -INFINITY;
     }
-    const uint32_t q_addr = smem_addr(smem + consumer * Q_BYTES);
+    const uint64_t q_desc = wgmma_desc(smem_addr(smem + consumer * Q_BYTES));
     int32_t sc[BN / 8][4]; /* S, as the multiplies leave it */
     int32_t(&sc_flat)[BN / 2] = *reinterpret_cast<int32_t(*)[BN / 2]>(&sc[0][0]);
     /* the step's keys' scales, a block of 64 keys each (k_gran is a multiple of 64); keys past
@@ -115,38 +118,53 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             const int j = st * BN + g * 64;
             kscale[g] = j < seq ? __ldg(ks + (j >> a.k_shift)) : 1.f;
         }
-        const uint32_t k_addr = smem_addr(ring + stage * STAGE_BYTES);
+        const uint64_t k_desc = wgmma_desc(smem_addr(ring + stage * STAGE_BYTES));
         wgmma_fence_registers(sc_flat);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < D / 32; kk++)
-            ktune_qmatmul_impl::wgmma_m64k32<int8_t, BN>(sc_flat, wgmma_desc(q_addr + kk * 32),
-                                                         wgmma_desc(k_addr + kk * 32), kk > 0);
+            ktune_qmatmul_impl::wgmma_m64k32<int8_t, BN>(sc_flat, wgmma_desc_plus(q_desc, kk * 32),
+                                                         wgmma_desc_plus(k_desc, kk * 32), kk > 0);
         wgmma_commit();
         wgmma_fence_registers(sc_flat);
     };
-    /* a score: the int32 sum as a float (|x| < 2^22: exact by the magic-number conversion),
-     * masked past seq_len and, causal, past the row's own position; into log2 units by the row's
-     * and the key's scales (scale x log2 e folded into the queries') */
-    auto scores = [&](int st, float(&x)[BN / 8][4], float(&c)[BN / 8][2]) {
+    /* S as floats: the int32 sum x read as the float 1.5 * 2^23 + x (|x| < 2^22: exact, one
+     * integer add, where cvt runs at a quarter of the rate), -inf past seq_len and, causal, past
+     * the row's own position (only on the steps that hold such keys); into log2 units by the
+     * row's and the 64 keys' scales (scale x log2 e folded into the queries'), less the offset */
+    auto scores = [&](int st, float(&x)[BN / 8][4], float(&mul)[BN / 64][2],
+                      float(&add)[BN / 64][2]) {
         wgmma_fence_registers(sc_flat);
         const int key0 = st * BN;
-        const bool mask = key0 + BN > unmasked;
 #pragma unroll
-        for (int nb = 0; nb < BN / 8; nb++)
+        for (int g = 0; g < BN / 64; g++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int j = key0 + nb * 8 + (lane % 4) * 2 + (e & 1);
-                const float y = __int_as_float(sc[nb][e] + 0x4B400000) - 12582912.f;
-                x[nb][e] =
-                    mask && (j >= seq || (CAUSAL && j > ra + 8 * (e / 2))) ? -INFINITY : y;
-                c[nb][e / 2] = qs[e / 2] * kscale[nb / 8];
+            for (int i = 0; i < 2; i++) {
+                mul[g][i] = qs[i] * kscale[g];
+                add[g][i] = -12582912.f * mul[g][i];
             }
+        if (key0 + BN > unmasked) {
+#pragma unroll
+            for (int nb = 0; nb < BN / 8; nb++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int j = key0 + nb * 8 + (lane % 4) * 2 + (e & 1);
+                    x[nb][e] = j >= seq || (CAUSAL && j > ra + 8 * (e / 2))
+                                   ? -INFINITY
+                                   : __int_as_float(sc[nb][e] + 0x4B400000);
+                }
+        } else {
+#pragma unroll
+            for (int nb = 0; nb < BN / 8; nb++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    x[nb][e] = __int_as_float(sc[nb][e] + 0x4B400000);
+        }
     };
     const ring_view rv = {ring, STAGE_BYTES, K_BYTES, full, empty};
     barrier_wait(q_full, 0);
-    consume<T, D, BN, PANELS, CONSUMERS, STAGES>(rv, 0, steps, seq, my_end, m, l, o, issue_s,
-                                                 scores);
+    consume<T, D, BN, BN / 64, PANELS, CONSUMERS, STAGES, TURNS>(rv, 0, steps, seq, my_end, m, l,
+                                                                 o, issue_s, scores);
     if (!busy)
         return;
 
@@ -215,11 +233,10 @@ template <int BM, int BN, int STAGES, int QG, int KG> struct wgmma_launcher {
         constexpr size_t smem = wgmma_smem_bytes<D, CONSUMERS, BN, STAGES>();
         const dim3 grid((unsigned)((p.seq_len + BM - 1) / BM), (unsigned)(p.batch * p.heads));
         const dim3 block((CONSUMERS + 1) * 128);
-        return p.causal
-                   ? ktune_launch::launch(attend_wgmma<T, D, CONSUMERS, BN, STAGES, true>, grid,
-                                          block, dim3(1, 1, 1), smem, s, map_q, map_k, map_v, a)
-                   : ktune_launch::launch(attend_wgmma<T, D, CONSUMERS, BN, STAGES, false>, grid,
-                                          block, dim3(1, 1, 1), smem, s, map_q, map_k, map_v, a);
+        auto kernel = p.causal ? attend_wgmma<T, D, CONSUMERS, BN, STAGES, true>
+                               : attend_wgmma<T, D, CONSUMERS, BN, STAGES, false>;
+        return ktune_launch::launch_overlapped(kernel, grid, block, dim3(1, 1, 1), smem, s, map_q,
+                                               map_k, map_v, a);
     }
 };
 

@@ -161,22 +161,25 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     };
     /* scores masked past each row's position on the steps that need it, in log2 units by
      * scale * log2 e */
-    auto scores = [&](int st, float(&x)[BN / 8][4], float(&c)[BN / 8][2]) {
+    auto scores = [&](int st, float(&x)[BN / 8][4], float(&mul)[1][2], float(&add)[1][2]) {
         wgmma_fence_registers(sc_flat);
         const int key0 = st * BN;
-        const bool mask = key0 + BN > unmasked;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            mul[0][i] = a.scale_log2;
+            add[0][i] = 0.f;
+        }
 #pragma unroll
         for (int nb = 0; nb < BN / 8; nb++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int j = key0 + nb * 8 + (lane % 4) * 2 + (e & 1);
-                x[nb][e] = mask && j > pos[e / 2] ? -INFINITY : sc[nb][e];
-                c[nb][e / 2] = a.scale_log2;
+                x[nb][e] = key0 + BN > unmasked && j > pos[e / 2] ? -INFINITY : sc[nb][e];
             }
     };
     const ring_view rv = {ring, 2 * TILE_BYTES, TILE_BYTES, full, empty};
-    consume<T, D, BN, PANELS, CONSUMERS, STAGES>(rv, span.st0, span.st1, span.kv_end, my_end, m,
-                                                 l, o, issue_s, scores);
+    consume<T, D, BN, 1, PANELS, CONSUMERS, STAGES, false>(rv, span.st0, span.st1, span.kv_end,
+                                                           my_end, m, l, o, issue_s, scores);
     if (!busy)
         return;
 
