@@ -48,12 +48,14 @@ __device__ __forceinline__ void zero_value_rows(unsigned char *v_s, int valid, i
     ktune_matmul_impl::fence_proxy_async();
 }
 
-/* Where a block's ring lies: STAGES stages of stage_bytes from base, each a key tile and then,
- * v_offset bytes in, the value tile; each stage's full and empty barriers. */
+/* Where a ring lies: STAGES stages of stage_bytes from base, each a key tile and then, v_offset
+ * bytes in, the value tile; each stage's full and empty barriers; sharers: the consumers that
+ * walk it, all of the block's or one (a ring of its own). */
 struct ring_view {
     unsigned char *base;
     uint32_t stage_bytes, v_offset;
     uint64_t *full, *empty;
+    int sharers;
 };
 
 /* The online softmax's step for a thread's two rows, with slack: mx, the step's largest score of
@@ -79,10 +81,10 @@ __device__ __forceinline__ void softmax_step_slack(float (&mx)[2], float (&m)[2]
     }
 }
 
-/* A consumer warpgroup's walk over a block's steps of BN keys, st0 .. st1 - 1 (the ring's stages
- * from 0 in turn, as the producer fills them); the block's keys end at kv_end (the tail step's
- * value rows past it are zeroed by all consumers together), this warpgroup's at my_end: it
- * multiplies the steps below my_end and frees the others as they arrive.
+/* A consumer warpgroup's walk over steps st0 .. st1 - 1 of BN keys (the ring's stages from 0 in
+ * turn, as the producer fills them); the keys end at kv_end (the tail step's value rows past it
+ * are zeroed by the ring's consumers together), this warpgroup's at my_end: it multiplies the
+ * steps below my_end and frees the others as they arrive.
  *
  * Per step: issue_s(st, stage) issues and commits S = Q K^T of the stage's keys into storage of
  * the caller's; scores(st, x, mul, add) reads it (the multiplies done) into x, masked keys -inf,
@@ -93,30 +95,36 @@ __device__ __forceinline__ void softmax_step_slack(float (&mx)[2], float (&m)[2]
  * O += P V issued with P in registers. The order overlaps each step's softmax with the previous
  * step's P V on the tensor cores: only S is waited for.
  *
- * TURNS (two consumers that walk the same steps, st0 .. st1 - 1 with the same my_end): the
- * consumers take turns to issue their multiplies (named barriers 4 and 5, one a consumer: each
- * waits for its turn, issues a step's S and P V and hands the turn to the other; consumer 0 has
- * the first), so that one's softmax runs while the other's multiplies do, rather than both
- * softmaxes at once on the special function units with the tensor cores idle (FlashAttention-3's
- * ping-pong). */
+ * TURNS (two consumers): the consumers take turns to issue their multiplies (named barriers 4 and
+ * 5, one a consumer: each waits for its turn, issues a step's S and P V and hands the turn to the
+ * other; consumer 0 has the first), so that one's softmax runs while the other's multiplies do,
+ * rather than both softmaxes at once on the special function units with the tensor cores idle
+ * (FlashAttention-3's ping-pong). Both must take as many turns: turn_steps, the most steps either
+ * multiplies; one that multiplies fewer takes the rest of its turns empty at the end. */
 template <typename T, int D, int BN, int G, int PANELS, int CONSUMERS, int STAGES, bool TURNS,
           typename IssueS, typename Scores>
 __device__ __forceinline__ void consume(const ring_view &r, int st0, int st1, int kv_end,
-                                        int my_end, float (&m)[2], float (&l)[2],
-                                        float (&o)[D / 8][4], IssueS issue_s, Scores scores)
+                                        int my_end, int turn_steps, float (&m)[2],
+                                        float (&l)[2], float (&o)[D / 8][4], IssueS issue_s,
+                                        Scores scores)
 {
     using namespace ktune_matmul_impl;
     static_assert(BN % (8 * G) == 0, "groups of whole n8 blocks");
     constexpr int NG = BN / 8 / G; /* n8 blocks a group */
     const int tid = threadIdx.x % 128;
     int s = 0, phase = 0;
+    const int consumer = threadIdx.x / 128 - 1;
     /* step st's stage (s) filled; on the tail step, its value rows past kv_end zeroed */
     auto acquire = [&](int st) {
         barrier_wait(&r.full[s], phase);
         if (st * BN + BN > kv_end) {
+            const bool own = r.sharers == 1;
             zero_value_rows<PANELS, BN>(r.base + s * r.stage_bytes + r.v_offset, kv_end - st * BN,
-                                        threadIdx.x - 128, CONSUMERS * 128);
-            consumers_sync<CONSUMERS>();
+                                        own ? tid : threadIdx.x - 128, r.sharers * 128);
+            if (own)
+                warpgroup_sync(consumer);
+            else
+                consumers_sync<CONSUMERS>();
         }
     };
     float(&o_flat)[D / 2] = *reinterpret_cast<float(*)[D / 2]>(&o[0][0]);
@@ -124,7 +132,6 @@ __device__ __forceinline__ void consume(const ring_view &r, int st0, int st1, in
     uint32_t pa[BN / 16][4] = {};
     int held = -1; /* the stage whose P V is in flight */
     static_assert(!TURNS || CONSUMERS == 2, "turns between two consumers");
-    const int consumer = threadIdx.x / 128 - 1;
     auto take_turn = [&] {
         if constexpr (TURNS) {
             if (consumer == 0)
@@ -222,6 +229,12 @@ __device__ __forceinline__ void consume(const ring_view &r, int st0, int st1, in
     hold_fragments(pa);
     if (held >= 0 && tid == 0)
         barrier_arrive(&r.empty[held]);
+    /* the turns of a walk of n steps: its first S, then a step's S and P V each */
+    auto turns_of = [](int n) { return n > 0 ? n + 1 : 0; };
+    for (int t = turns_of(max(0, last - st0)); TURNS && t < turns_of(turn_steps); t++) {
+        take_turn();
+        pass_turn();
+    }
     for (st = max(st0, last); st < st1; st++) { /* steps past this warpgroup's keys */
         acquire(st);
         if (tid == 0)

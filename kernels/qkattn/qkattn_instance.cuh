@@ -18,9 +18,9 @@ typedef cudaError_t ktune__qkattn_launch_t(const ktune_qkattn_problem *problem,
             block_size_m, num_warps, block_size_n, num_stages, q_gran, k_gran>>(problem, stream);  \
     }
 #define KTUNE_QKATTN_DEFINE_WGMMA(fn, combos, block_size_m, block_size_n, num_stages, q_gran,      \
-                                  k_gran)                                                          \
+                                  k_gran, kv_split)                                                \
     extern "C" cudaError_t fn(const ktune_qkattn_problem *problem, cudaStream_t stream)            \
     {                                                                                              \
         return ktune_qkattn_impl::dispatch<ktune_qkattn_impl::wgmma_launcher<                      \
-            block_size_m, block_size_n, num_stages, q_gran, k_gran>>(problem, stream);             \
+            block_size_m, block_size_n, num_stages, q_gran, k_gran, kv_split>>(problem, stream);   \
     }

@@ -21,43 +21,49 @@
 
 namespace ktune_qkattn_impl {
 
-/* The shared memory of a block: each consumer's queries and the ring's int8 keys (rows of 128
- * bytes) and 16-bit values, two barriers a stage and the queries' one, and slack to align the
- * tiles to 1024 bytes. */
-template <int D, int CONSUMERS, int BN, int STAGES> constexpr size_t wgmma_smem_bytes()
+/* The shared memory of a block: its query tiles, SPLIT rings of int8 keys (rows of 128 bytes)
+ * and 16-bit values, two barriers a stage and the queries' one, and slack to align the tiles to
+ * 1024 bytes. */
+template <int D, int QT, int SPLIT, int BN, int STAGES> constexpr size_t wgmma_smem_bytes()
 {
-    return (size_t)CONSUMERS * 64 * 128 + (size_t)STAGES * BN * (128 + D * 2) +
-           (size_t)(2 * STAGES + 1) * 8 + 1024;
+    return (size_t)QT * 64 * 128 + (size_t)SPLIT * STAGES * BN * (128 + D * 2) +
+           (size_t)(2 * SPLIT * STAGES + 1) * 8 + 1024;
 }
 
-template <typename T, int D, int CONSUMERS, int BN, int STAGES, bool CAUSAL>
-__global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
+template <typename T, int D, int QT, int SPLIT, int BN, int STAGES, bool CAUSAL>
+__global__ void __launch_bounds__((QT * SPLIT + 1) * 128, 1)
     attend_wgmma(const __grid_constant__ CUtensorMap map_q,
                  const __grid_constant__ CUtensorMap map_k,
                  const __grid_constant__ CUtensorMap map_v, const attend_args a)
 {
-    static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
+    static_assert(QT * SPLIT == 1 || QT * SPLIT == 2, "one or two consumer warpgroups");
     static_assert((BN == 64 || BN == 128) && (D == 64 || D == 128) && STAGES >= 2,
                   "k32 steps of 128-byte int8 rows, panels of 64 channels, a ring of two or more");
 #ifdef KTUNE_WGMMA_DEVICE
     using namespace ktune_matmul_impl;
     using namespace ktune_attention_wgmma;
-    constexpr int BM = 64 * CONSUMERS, PANELS = D / 64;
+    constexpr int CONSUMERS = QT * SPLIT, BM = 64 * QT, PANELS = D / 64;
     constexpr bool TURNS = CONSUMERS == 2; /* the consumers take turns at the tensor cores */
     constexpr uint32_t Q_BYTES = 64 * 128, K_BYTES = BN * 128, V_BYTES = BN * D * 2;
-    constexpr uint32_t STAGE_BYTES = K_BYTES + V_BYTES;
+    constexpr uint32_t STAGE_BYTES = K_BYTES + V_BYTES, RING_BYTES = STAGES * STAGE_BYTES;
     extern __shared__ __align__(128) unsigned char smem_raw[]; /* as the mma kernel declares it */
     unsigned char *const smem = smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024;
-    unsigned char *const ring = smem + CONSUMERS * Q_BYTES; /* a stage: K tile, then V tile */
-    uint64_t *const full = reinterpret_cast<uint64_t *>(ring + STAGES * STAGE_BYTES);
-    uint64_t *const empty = full + STAGES, *const q_full = empty + STAGES;
+    unsigned char *const rings = smem + QT * Q_BYTES; /* a stage: K tile, then V tile */
+    uint64_t *const full = reinterpret_cast<uint64_t *>(rings + SPLIT * RING_BYTES);
+    uint64_t *const empty = full + SPLIT * STAGES, *const q_full = empty + SPLIT * STAGES;
 
     const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128, lane = threadIdx.x % 32;
     const int tile = CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
     const int r0 = tile * BM, seq = a.seq, first = (int)blockIdx.y * seq; /* the head's row 0 */
     const int kv_end = CAUSAL ? min(seq, r0 + BM) : seq;
-    const int steps = (kv_end + BN - 1) / BN;
-    ring_barriers_setup<STAGES>(full, empty, 1, CONSUMERS);
+    /* the block's steps of keys; with SPLIT 2, part 0 walks the first half (the larger), part 1
+     * the rest */
+    const int steps = (kv_end + BN - 1) / BN, half = SPLIT == 1 ? steps : (steps + 1) / 2;
+    auto part_steps = [&](int part, int &st0, int &st1) {
+        st0 = part == 0 ? 0 : half;
+        st1 = part == 0 ? half : steps;
+    };
+    ring_barriers_setup<SPLIT * STAGES>(full, empty, 1, QT);
     if (threadIdx.x == 0) {
         barrier_init(q_full, 1);
         barrier_init_fence();
@@ -68,19 +74,25 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     if (warpgroup == 0) {
         if constexpr (CONSUMERS > 1)
             registers_lower<40>();
-        if (tid == 0) {
-            barrier_expect(q_full, CONSUMERS * Q_BYTES);
-            for (int c = 0; c < CONSUMERS; c++)
-                tma_load(smem + c * Q_BYTES, &map_q, 0, first + r0 + c * 64, q_full);
-            int s = 0, phase = 0;
-            for (int st = 0; st < steps; st++) {
-                ktune_common::barrier_wait_idle(&empty[s], phase ^ 1); /* the stage is free */
-                barrier_expect(&full[s], STAGE_BYTES);
+        const int part = tid / 32; /* lane 0 of warp p fills ring p */
+        if (lane == 0 && part < SPLIT) {
+            if (part == 0) {
+                barrier_expect(q_full, QT * Q_BYTES);
+                for (int t = 0; t < QT; t++)
+                    tma_load(smem + t * Q_BYTES, &map_q, 0, first + r0 + t * 64, q_full);
+            }
+            unsigned char *const ring = rings + part * RING_BYTES;
+            uint64_t *const p_full = full + part * STAGES, *const p_empty = empty + part * STAGES;
+            int st0, st1, s = 0, phase = 0;
+            part_steps(part, st0, st1);
+            for (int st = st0; st < st1; st++) {
+                ktune_common::barrier_wait_idle(&p_empty[s], phase ^ 1); /* the stage is free */
+                barrier_expect(&p_full[s], STAGE_BYTES);
                 unsigned char *const k_s = ring + s * STAGE_BYTES, *const v_s = k_s + K_BYTES;
-                tma_load(k_s, &map_k, 0, first + st * BN, &full[s]);
+                tma_load(k_s, &map_k, 0, first + st * BN, &p_full[s]);
 #pragma unroll
                 for (int p = 0; p < PANELS; p++)
-                    tma_load(v_s + p * BN * 128, &map_v, p * 64, first + st * BN, &full[s]);
+                    tma_load(v_s + p * BN * 128, &map_v, p * 64, first + st * BN, &p_full[s]);
                 ring_next<STAGES>(s, phase);
             }
         }
@@ -90,10 +102,11 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     if constexpr (CONSUMERS > 1)
         registers_raise<232>();
     const int consumer = warpgroup - 1, warp = tid / 32;
-    const int rc0 = r0 + consumer * 64; /* this warpgroup's first query */
+    const int qt = SPLIT == 1 ? consumer : 0, part = SPLIT == 1 ? 0 : consumer;
+    const int rc0 = r0 + qt * 64; /* this warpgroup's first query */
     const bool busy = rc0 < seq;
-    /* the keys this warpgroup multiplies (two consumers take turns: both the block's) and those
-     * every one of its queries sees */
+    /* the keys this warpgroup multiplies (consumers that take turns: the block's, each its part)
+     * and those every one of its queries sees */
     const int my_end = TURNS ? kv_end : !busy ? 0 : CAUSAL ? min(seq, rc0 + 64) : seq;
     const int unmasked = CAUSAL ? min(seq, rc0 + 1) : seq;
     const int ra = rc0 + warp * 16 + lane / 4; /* this thread's rows: ra and ra + 8 */
@@ -106,7 +119,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                         : 1.f; /* rows past seq_len: not stored */
         m[i] = -INFINITY;
     }
-    const uint64_t q_desc = wgmma_desc(smem_addr(smem + consumer * Q_BYTES));
+    unsigned char *const ring = rings + part * RING_BYTES;
+    const uint64_t q_desc = wgmma_desc(smem_addr(smem + qt * Q_BYTES));
     int32_t sc[BN / 8][4]; /* S, as the multiplies leave it */
     int32_t(&sc_flat)[BN / 2] = *reinterpret_cast<int32_t(*)[BN / 2]>(&sc[0][0]);
     /* the step's keys' scales, a block of 64 keys each (k_gran is a multiple of 64); keys past
@@ -161,22 +175,61 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                     x[nb][e] = __int_as_float(sc[nb][e] + 0x4B400000);
         }
     };
-    const ring_view rv = {ring, STAGE_BYTES, K_BYTES, full, empty};
+    const ring_view rv = {ring, STAGE_BYTES, K_BYTES, full + part * STAGES,
+                          empty + part * STAGES, QT};
+    int st0, st1;
+    part_steps(part, st0, st1);
     barrier_wait(q_full, 0);
-    consume<T, D, BN, BN / 64, PANELS, CONSUMERS, STAGES, TURNS>(rv, 0, steps, seq, my_end, m, l,
-                                                                 o, issue_s, scores);
+    consume<T, D, BN, BN / 64, PANELS, CONSUMERS, STAGES, TURNS>(rv, st0, st1, kv_end, my_end, half,
+                                                                 m, l, o, issue_s, scores);
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+        l[i] = ktune_attention_mma::quad_sum(l[i]); /* the rows' sums over their quads */
+    if constexpr (SPLIT == 2) {
+        /* part 1 hands its rows' running max, sum and output to part 0 (through its ring, whose
+         * copies and multiplies are done), which joins them to its own */
+        float *const hand = reinterpret_cast<float *>(rings + RING_BYTES) + tid;
+        if (part == 1) {
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                hand[i * 128] = m[i];
+                hand[(2 + i) * 128] = l[i];
+            }
+#pragma unroll
+            for (int dn = 0; dn < D / 8; dn++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    hand[(4 + dn * 4 + e) * 128] = o[dn][e];
+        }
+        consumers_sync<CONSUMERS>();
+        if (part == 1)
+            return;
+        float w[2], w1[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const float m1 = hand[i * 128], top = fmaxf(m[i], m1);
+            const float ref = top == -INFINITY ? 0.f : top;
+            w[i] = exp2f(m[i] - ref);
+            w1[i] = exp2f(m1 - ref);
+            l[i] = l[i] * w[i] + hand[(2 + i) * 128] * w1[i];
+        }
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                o[dn][e] = o[dn][e] * w[e / 2] + hand[(4 + dn * 4 + e) * 128] * w1[e / 2];
+    }
     if (!busy)
         return;
 
-    /* the rows' sums over their quads, then the output */
+    /* the output */
     T *const out = static_cast<T *>(a.out) + (int64_t)first * D + (lane % 4) * 2;
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        const float sum = ktune_attention_mma::quad_sum(l[i]);
         const int r = ra + 8 * i;
         if (r >= seq)
             continue;
-        const float inv = sum > 0.f ? 1.f / sum : 0.f;
+        const float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
 #pragma unroll
         for (int dn = 0; dn < D / 8; dn++)
             *reinterpret_cast<uint32_t *>(out + (int64_t)r * D + dn * 8) =
@@ -190,9 +243,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 /* The family's mma default (spaces/qkattn.yaml), for what TMA cannot address. */
 using wgmma_fallback = launcher<128, 8, 64, 2, 32, 64>;
 
-template <int BM, int BN, int STAGES, int QG, int KG> struct wgmma_launcher {
-    static constexpr int CONSUMERS = BM / 64;
-    static_assert(BM == 64 || BM == 128, "one or two consumers of 64 queries");
+template <int BM, int BN, int STAGES, int QG, int KG, int SPLIT> struct wgmma_launcher {
+    static constexpr int QT = BM / 64, CONSUMERS = QT * SPLIT;
+    static_assert((BM == 64 || BM == 128) && (SPLIT == 1 || SPLIT == 2) && CONSUMERS <= 2,
+                  "one or two consumers: of 64 queries each, or two halves of 64 queries' keys");
     static_assert(QG >= KTUNE_QKATTN_MIN_QUANT_BLOCK && KG >= 64 && (QG & (QG - 1)) == 0 &&
                       (KG & (KG - 1)) == 0,
                   "blocks of at least the workspace's finest, powers of two (found by a shift); "
@@ -201,7 +255,7 @@ template <int BM, int BN, int STAGES, int QG, int KG> struct wgmma_launcher {
      * have (the space's constraints keep them out) are not compiled for that head_dim. */
     template <int D>
     static constexpr bool fits = D / 2 + 3 * BN / 4 <= 176 &&
-                                 wgmma_smem_bytes<D, CONSUMERS, BN, STAGES>() <= 232448;
+                                 wgmma_smem_bytes<D, QT, SPLIT, BN, STAGES>() <= 232448;
 
     template <typename T, int D>
     static cudaError_t run(const ktune_qkattn_problem &p, cudaStream_t s)
@@ -230,11 +284,11 @@ template <int BM, int BN, int STAGES, int QG, int KG> struct wgmma_launcher {
         if (e != cudaSuccess)
             return e;
         const attend_args a = attend_args_of(p, w, QG, KG);
-        constexpr size_t smem = wgmma_smem_bytes<D, CONSUMERS, BN, STAGES>();
+        constexpr size_t smem = wgmma_smem_bytes<D, QT, SPLIT, BN, STAGES>();
         const dim3 grid((unsigned)((p.seq_len + BM - 1) / BM), (unsigned)(p.batch * p.heads));
         const dim3 block((CONSUMERS + 1) * 128);
-        auto kernel = p.causal ? attend_wgmma<T, D, CONSUMERS, BN, STAGES, true>
-                               : attend_wgmma<T, D, CONSUMERS, BN, STAGES, false>;
+        auto kernel = p.causal ? attend_wgmma<T, D, QT, SPLIT, BN, STAGES, true>
+                               : attend_wgmma<T, D, QT, SPLIT, BN, STAGES, false>;
         return ktune_launch::launch_overlapped(kernel, grid, block, dim3(1, 1, 1), smem, s, map_q,
                                                map_k, map_v, a);
     }
