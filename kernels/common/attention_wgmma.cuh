@@ -49,13 +49,11 @@ __device__ __forceinline__ void zero_value_rows(unsigned char *v_s, int valid, i
 }
 
 /* Where a ring lies: STAGES stages of stage_bytes from base, each a key tile and then, v_offset
- * bytes in, the value tile; each stage's full and empty barriers; sharers: the consumers that
- * walk it, all of the block's or one (a ring of its own). */
+ * bytes in, the value tile; each stage's full and empty barriers. */
 struct ring_view {
     unsigned char *base;
     uint32_t stage_bytes, v_offset;
     uint64_t *full, *empty;
-    int sharers;
 };
 
 /* The online softmax's step for a thread's two rows, with slack: mx, the step's largest score of
@@ -82,7 +80,8 @@ __device__ __forceinline__ void softmax_step_slack(float (&mx)[2], float (&m)[2]
 }
 
 /* A consumer warpgroup's walk over steps st0 .. st1 - 1 of BN keys (the ring's stages from 0 in
- * turn, as the producer fills them); the keys end at kv_end (the tail step's value rows past it
+ * turn, as the producer fills them): the block's ring, which every consumer walks, or with
+ * OWN_RING one of this warpgroup's own. The keys end at kv_end (the tail step's value rows past it
  * are zeroed by the ring's consumers together), this warpgroup's at my_end: it multiplies the
  * steps below my_end and frees the others as they arrive.
  *
@@ -101,8 +100,8 @@ __device__ __forceinline__ void softmax_step_slack(float (&mx)[2], float (&m)[2]
  * rather than both softmaxes at once on the special function units with the tensor cores idle
  * (FlashAttention-3's ping-pong). Both must take as many turns: turn_steps, the most steps either
  * multiplies; one that multiplies fewer takes the rest of its turns empty at the end. */
-template <typename T, int D, int BN, int G, int PANELS, int CONSUMERS, int STAGES, bool TURNS,
-          typename IssueS, typename Scores>
+template <typename T, int D, int BN, int G, int PANELS, int CONSUMERS, int STAGES, bool OWN_RING,
+          bool TURNS, typename IssueS, typename Scores>
 __device__ __forceinline__ void consume(const ring_view &r, int st0, int st1, int kv_end,
                                         int my_end, int turn_steps, float (&m)[2],
                                         float (&l)[2], float (&o)[D / 8][4], IssueS issue_s,
@@ -118,10 +117,10 @@ __device__ __forceinline__ void consume(const ring_view &r, int st0, int st1, in
     auto acquire = [&](int st) {
         barrier_wait(&r.full[s], phase);
         if (st * BN + BN > kv_end) {
-            const bool own = r.sharers == 1;
             zero_value_rows<PANELS, BN>(r.base + s * r.stage_bytes + r.v_offset, kv_end - st * BN,
-                                        own ? tid : threadIdx.x - 128, r.sharers * 128);
-            if (own)
+                                        OWN_RING ? tid : threadIdx.x - 128,
+                                        OWN_RING ? 128 : CONSUMERS * 128);
+            if constexpr (OWN_RING)
                 warpgroup_sync(consumer);
             else
                 consumers_sync<CONSUMERS>();
@@ -231,10 +230,11 @@ __device__ __forceinline__ void consume(const ring_view &r, int st0, int st1, in
         barrier_arrive(&r.empty[held]);
     /* the turns of a walk of n steps: its first S, then a step's S and P V each */
     auto turns_of = [](int n) { return n > 0 ? n + 1 : 0; };
-    for (int t = turns_of(max(0, last - st0)); TURNS && t < turns_of(turn_steps); t++) {
-        take_turn();
-        pass_turn();
-    }
+    if constexpr (TURNS)
+        for (int t = turns_of(max(0, last - st0)); t < turns_of(turn_steps); t++) {
+            take_turn();
+            pass_turn();
+        }
     for (st = max(st0, last); st < st1; st++) { /* steps past this warpgroup's keys */
         acquire(st);
         if (tid == 0)

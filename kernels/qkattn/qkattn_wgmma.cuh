@@ -175,13 +175,13 @@ __global__ void __launch_bounds__((QT * SPLIT + 1) * 128, 1)
                     x[nb][e] = __int_as_float(sc[nb][e] + 0x4B400000);
         }
     };
-    const ring_view rv = {ring, STAGE_BYTES, K_BYTES, full + part * STAGES,
-                          empty + part * STAGES, QT};
+    const ring_view rv = {ring, STAGE_BYTES, K_BYTES, full + part * STAGES, empty + part * STAGES};
     int st0, st1;
     part_steps(part, st0, st1);
     barrier_wait(q_full, 0);
-    consume<T, D, BN, BN / 64, PANELS, CONSUMERS, STAGES, TURNS>(rv, st0, st1, kv_end, my_end, half,
-                                                                 m, l, o, issue_s, scores);
+    /* value rows past seq_len zeroed (those of the next head, or TMA's zeros, are finite) */
+    consume<T, D, BN, BN / 64, PANELS, CONSUMERS, STAGES, SPLIT == 2, TURNS>(
+        rv, st0, st1, seq, my_end, half, m, l, o, issue_s, scores);
 #pragma unroll
     for (int i = 0; i < 2; i++)
         l[i] = ktune_attention_mma::quad_sum(l[i]); /* the rows' sums over their quads */

@@ -177,9 +177,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                 x[nb][e] = key0 + BN > unmasked && j > pos[e / 2] ? -INFINITY : sc[nb][e];
             }
     };
-    const ring_view rv = {ring, 2 * TILE_BYTES, TILE_BYTES, full, empty, CONSUMERS};
-    consume<T, D, BN, 1, PANELS, CONSUMERS, STAGES, false>(rv, span.st0, span.st1, span.kv_end,
-                                                           my_end, 0, m, l, o, issue_s, scores);
+    const ring_view rv = {ring, 2 * TILE_BYTES, TILE_BYTES, full, empty};
+    consume<T, D, BN, 1, PANELS, CONSUMERS, STAGES, false, false>(
+        rv, span.st0, span.st1, span.kv_end, my_end, 0, m, l, o, issue_s, scores);
     if (!busy)
         return;
 
