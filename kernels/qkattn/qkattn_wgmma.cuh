@@ -1,11 +1,14 @@
 /* INT8-QK attention on wgmma (sm_90a): the attention launch of the wgmma variant; the
  * quantization before it is the mma variant's (qkattn_kernel.cuh).
  *
- * A block takes BM = 64 * CONSUMERS queries of a (batch, head) (blockIdx.y; causal blocks last
- * tile first, as mma's) and walks the keys BN a step. Warpgroup 0 is the producer: one thread
- * copies the block's int8 queries once and each step's int8 keys and 16-bit values by TMA into a
+ * A block takes BM = 64 * QT queries of a (batch, head) (blockIdx.y; causal blocks last tile
+ * first, as mma's) and walks the keys BN a step. Warpgroup 0 is the producer: one thread copies
+ * the block's int8 queries once and each step's int8 keys and 16-bit values by TMA into a
  * STAGES-deep ring (int8 rows of 128 bytes, head_dim 64 filled to 128 with zeros by TMA; values
- * in 128-byte swizzled panels of 64 channels). Each consumer warpgroup owns 64 queries:
+ * in 128-byte swizzled panels of 64 channels). Each consumer warpgroup owns 64 queries (SPLIT 1)
+ * or, with SPLIT 2, the two consumers share 64 queries and each walks half of their keys from a
+ * ring of its own (filled by a producer thread of its own), the second handing its running max,
+ * sum and output to the first at the end:
  *   S = Q K^T on wgmma's k32 int8 multiplies (exact int32), scaled by the queries' and keys'
  *   block scales into log2 units (scale x log2 e folded into Q's), masked; then the online
  *   softmax and O += P V of attention_wgmma.cuh (P in the values' type from registers, V
@@ -179,7 +182,8 @@ __global__ void __launch_bounds__((QT * SPLIT + 1) * 128, 1)
     int st0, st1;
     part_steps(part, st0, st1);
     barrier_wait(q_full, 0);
-    /* value rows past seq_len zeroed (those of the next head, or TMA's zeros, are finite) */
+    /* value rows past seq_len zeroed (the next head's, or TMA's zeros); those of this head past a
+     * causal block's last query are masked, as in the mma kernel */
     consume<T, D, BN, BN / 64, PANELS, CONSUMERS, STAGES, SPLIT == 2, TURNS>(
         rv, st0, st1, seq, my_end, half, m, l, o, issue_s, scores);
 #pragma unroll
