@@ -167,7 +167,7 @@ int ktune_emit_space(const ktune_space *s, const ktune_emit_tools *tools, const 
         const ktune_space_variant *var = &s->variants[v];
         char upper[KTUNE_NAME_MAX + 1];
         upper_into(var->name, upper, sizeof upper);
-        ktune_buf params = {0}, cond = {0};
+        ktune_buf params = {0}, cond = {0}, cost = {0};
         for (int p = 0; p < var->nparams; p++)
             ktune_buf_printf(&params, "kt4_param([[%s]], [[%d]])", var->params[p].name, p);
         c_names names = {s, var, ""};
@@ -177,10 +177,16 @@ int ktune_emit_space(const ktune_space *s, const ktune_emit_tools *tools, const 
         }
         if (var->nconstraints == 0)
             ktune_buf_printf(&cond, "1");
-        ktune_buf_printf(&d, "kt4_variant([[%s]], [[%s]], [[%d]], [[%s]], [[%s]])", var->name,
-                         upper, v, params.data ? params.data : "", cond.data);
+        if (var->cost)
+            ktune_expr_print_c(var->cost, &cost, c_name, &names);
+        else
+            ktune_buf_printf(&cost, "0LL");
+        ktune_buf_printf(&d, "kt4_variant([[%s]], [[%s]], [[%d]], [[%s]], [[%s]], [[%s]])",
+                         var->name, upper, v, params.data ? params.data : "", cond.data,
+                         cost.data);
         ktune_buf_free(&params);
         ktune_buf_free(&cond);
+        ktune_buf_free(&cost);
     }
     ktune_buf_printf(&d, "]])\n");
     /* the instantiated dimensions: each value's name in upper case (a dtype's, or the number)

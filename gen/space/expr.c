@@ -14,11 +14,11 @@ const char *const ktune_limit_names[] = {
 
 typedef enum {
     OP_NUM, OP_REF, OP_NEG, OP_NOT, OP_MUL, OP_DIV, OP_MOD, OP_ADD, OP_SUB,
-    OP_LT, OP_LE, OP_GT, OP_GE, OP_EQ, OP_NE, OP_AND, OP_OR
+    OP_LT, OP_LE, OP_GT, OP_GE, OP_EQ, OP_NE, OP_AND, OP_OR, OP_MAX, OP_MIN
 } op_kind;
 
-static const char *const op_text[] = {"", "", "-", "!", "*", "/", "%", "+", "-",
-                                      "<", "<=", ">", ">=", "==", "!=", "&&", "||"};
+static const char *const op_text[] = {"", "", "-", "!", "*", "/", "%", "+", "-", "<",
+                                      "<=", ">", ">=", "==", "!=", "&&", "||", "max", "min"};
 
 struct ktune_expr {
     op_kind op;
@@ -149,6 +149,21 @@ static ktune_expr *parse_primary(parser *ps)
             ps->p++;
         }
         name[n] = '\0';
+        /* max(a, b) and min(a, b): a name followed by '(' */
+        const op_kind fn = strcmp(name, "max") == 0 ? OP_MAX : strcmp(name, "min") == 0 ? OP_MIN
+                                                                                       : OP_NUM;
+        if (fn != OP_NUM && accept(ps, "(")) {
+            if (!nest_enter(ps, start))
+                return node(OP_NUM, NULL, NULL);
+            ktune_expr *a = parse_or(ps);
+            if (!accept(ps, ","))
+                fail(ps, ps->p, "expected ',' between %s's two arguments", name);
+            ktune_expr *b = parse_or(ps);
+            ps->nest--;
+            if (!accept(ps, ")"))
+                fail(ps, ps->p, "expected ')' after %s's two arguments", name);
+            return checked(ps, start, node(fn, a, b));
+        }
         ktune_expr *e = node(OP_REF, NULL, NULL);
         if (ps->resolve(ps->ctx, name, &e->ref, &e->index) != 0)
             fail(ps, start,
@@ -268,11 +283,13 @@ int64_t ktune_expr_eval(const ktune_expr *e, const ktune_expr_env *env)
     case OP_NE: return a != b;
     case OP_AND: return a && b;
     case OP_OR: return a || b;
+    case OP_MAX: return a > b ? a : b;
+    case OP_MIN: return a < b ? a : b;
     }
     return 0;
 }
 
-/* The ktune_sat_* function of an arithmetic operator, or NULL. */
+/* The ktune_table.h function of an arithmetic operator or of max and min, or NULL. */
 static const char *sat_function(op_kind op)
 {
     switch (op) {
@@ -282,6 +299,8 @@ static const char *sat_function(op_kind op)
     case OP_MOD: return "ktune_sat_mod";
     case OP_ADD: return "ktune_sat_add";
     case OP_SUB: return "ktune_sat_sub";
+    case OP_MAX: return "ktune_max64";
+    case OP_MIN: return "ktune_min64";
     default: return NULL;
     }
 }

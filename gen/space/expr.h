@@ -1,4 +1,5 @@
-/* Constraint expressions: integers, names, + - * / %, comparisons, && || !, parentheses. */
+/* Constraint and cost expressions: integers, names, + - * / %, comparisons, && || !,
+ * max(a, b), min(a, b), parentheses. */
 #ifndef KTUNE_GEN_EXPR_H
 #define KTUNE_GEN_EXPR_H
 

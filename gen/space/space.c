@@ -215,7 +215,7 @@ int ktune_space_combo(const ktune_space *s, const int64_t *key)
 static int load_variant(const char *file, const ktune_node *vname, const ktune_node *n,
                         ktune_space *s, ktune_space_variant *v, ktune_err *err)
 {
-    static const char *const allowed[] = {"doc", "params", "constraints", NULL};
+    static const char *const allowed[] = {"doc", "params", "constraints", "cost", NULL};
     static const char *const required[] = {"params", NULL};
     if (ktune_expect_identifier(file, vname, "a variant's name", err) ||
         ktune_expect(file, n, KTUNE_NODE_MAP, "a variant", err) ||
@@ -266,13 +266,22 @@ static int load_variant(const char *file, const ktune_node *vname, const ktune_n
                 return ktune_fail_at(err, file, list->items[j]->line, list->items[j]->col,
                                      "value %lld is listed twice", (long long)twice);
     }
+    ktune_space_resolve_ctx ctx = {s, v};
+    const ktune_node *cost = ktune_map_get(n, "cost");
+    if (cost) {
+        if (ktune_expect(file, cost, KTUNE_NODE_SCALAR, "cost", err))
+            return -1;
+        v->cost = ktune_expr_parse(cost->value, ktune_space_resolve, &ctx, file, cost->line,
+                                   cost->col + (cost->plain ? 0 : 1), err);
+        if (!v->cost)
+            return -1;
+    }
     const ktune_node *cons = ktune_map_get(n, "constraints");
     if (!cons)
         return 0;
     if (ktune_expect(file, cons, KTUNE_NODE_SEQ, "constraints", err))
         return -1;
     v->constraints = calloc((size_t)cons->count + 1, sizeof *v->constraints);
-    ktune_space_resolve_ctx ctx = {s, v};
     for (int i = 0; i < cons->count; i++) {
         const ktune_node *c = cons->items[i];
         if (ktune_expect(file, c, KTUNE_NODE_SCALAR, "a constraint", err))
@@ -488,6 +497,7 @@ void ktune_space_free(ktune_space *s)
         for (int c = 0; c < s->variants[i].nconstraints; c++)
             ktune_expr_free(s->variants[i].constraints[c].expr);
         free(s->variants[i].constraints);
+        ktune_expr_free(s->variants[i].cost);
     }
     free(s->variants);
     free(s->configs);

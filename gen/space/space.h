@@ -35,6 +35,9 @@ typedef struct {
     int nparams;
     ktune_space_constraint *constraints;
     int nconstraints;
+    /* the variant's cost model (the space's `cost`), or NULL: a time up to a factor the
+     * configuration's measurements calibrate, for the selection of untuned keys (ktune.h) */
+    ktune_expr *cost;
 } ktune_space_variant;
 
 typedef struct {

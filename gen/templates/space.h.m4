@@ -6,11 +6,12 @@ m4_divert(-1)
 #             KTUNE_DIM_DTYPE, its position, 1 for a dtype dimension else 0
 #   kt4_limits: kt4_limit(NAME, FIELD) a device limit: its name in constraints, its ktune_device
 #             field
-#   kt4_variants: kt4_variant(NAME, UPPER, INDEX, PARAMS, CONDITION) a variant: its name, in upper
-#             case, its id, its parameters as kt4_param(NAME, INDEX) calls (expanded here), and
-#             its constraints as one C expression over k_<dim>, k_<dim>_bytes, k_<dim>_bits
-#             (a dtype dimension's, compared with dtype values as in (k_dtype == 3LL)),
-#             d_<limit>, p_<param>
+#   kt4_variants: kt4_variant(NAME, UPPER, INDEX, PARAMS, CONDITION, COST) a variant: its name,
+#             in upper case, its id, its parameters as kt4_param(NAME, INDEX) calls (expanded
+#             here), its constraints as one C expression over k_<dim>, k_<dim>_bytes,
+#             k_<dim>_bits (a dtype dimension's, compared with dtype values as in
+#             (k_dtype == 3LL)), d_<limit>, p_<param>, and its cost model as a C expression over
+#             the same names (0LL: the variant has none)
 #   kt4_defaults: kt4_default(CONFIG) the defaults, in order
 #   kt4_combos: kt4_combo_dim(DIM, INDEX, VALUES) a key dimension the kernels are instantiated
 #             over, in order: its name in upper case, its position, and its values as
@@ -39,6 +40,10 @@ m4_define([[kt4_param_local]], [[        const int64_t p_[[$1]] = p[$2];
 ]])
 m4_define([[kt4_variant_case]], [[    case kt4_PREFIX[[]]_VARIANT_[[$2]]: {
 m4_define([[kt4_param]], m4_defn([[kt4_param_local]]))$4        return [[$5]];
+    }
+]])
+m4_define([[kt4_variant_cost_case]], [[    case kt4_PREFIX[[]]_VARIANT_[[$2]]: {
+m4_define([[kt4_param]], m4_defn([[kt4_param_local]]))$4        return [[$6]];
     }
 ]])
 m4_define([[kt4_combo_case]], [[    case [[$3]]:
@@ -104,6 +109,22 @@ m4_define([[kt4_variant]], m4_defn([[kt4_variant_case]]))kt4_variants[[]]m4_dnl
     }
 }
 
+/* The variant's cost model for the key on the device (the space's `cost`): a time, up to a
+ * factor that the configuration's measurements calibrate; 0 where the variant has none. */
+static inline int64_t kt4_prefix[[]]_cost(int variant, const int64_t *p, const int64_t *k,
+                                          const ktune_device *d)
+{
+m4_define([[kt4_key]], [[kt4_key_local($@)]])m4_dnl
+kt4_keys[[]]m4_dnl
+m4_define([[kt4_limit]], [[kt4_limit_local($@)]])m4_dnl
+kt4_limits[[]]m4_dnl
+    switch (variant) {
+m4_define([[kt4_variant]], m4_defn([[kt4_variant_cost_case]]))kt4_variants[[]]m4_dnl
+    default:
+        return 0;
+    }
+}
+
 /* The number of a key's combination of values in the dimensions the kernels are instantiated over
  * (the space's instantiate; 0 where it has none), the bit of an instance's combos that says it is
  * compiled for them; -1 where a value is not instantiated. */
@@ -136,7 +157,8 @@ static inline ktune_family kt4_prefix[[]]_family(void)
                       kt4_prefix[[]]_library, kt4_prefix[[]]_library_count, kt4_prefix[[]]_defaults,
                       (int)(sizeof kt4_prefix[[]]_defaults / sizeof kt4_prefix[[]]_defaults[0]),
                       kt4_prefix[[]]_valid, kt4_prefix[[]]_table_runner_instances,
-                      kt4_prefix[[]]_table_runner_us, kt4_prefix[[]]_combo};
+                      kt4_prefix[[]]_table_runner_us, kt4_prefix[[]]_combo,
+                      kt4_prefix[[]]_cost};
     return f;
 }
 

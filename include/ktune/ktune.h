@@ -13,8 +13,11 @@
  *      constraints hold: a configuration never crosses its variant's limits). Each configuration
  *      they measured (their answers and runner-ups) that is valid for the key scores the mean
  *      over the 8 rows, weighted 1 / (1 + distance), of log(its time there / the row's answer's
- *      time), or log(1.35) where a row did not measure it; the lowest score wins, ties to the
- *      configuration measured nearer.
+ *      time), or log(1.35) where a row did not measure it, plus log(its cost at the requested
+ *      key / its cost at the row's key) where its variant has a cost model (the space's `cost`:
+ *      waves of tiles on the device's SMs, padding, bytes; so that a tile that fits the row
+ *      but leaves a wave half empty at the requested key loses its vote there); the lowest score
+ *      wins, ties to the configuration measured nearer.
  *   4. Default: the first configuration of the family's default list that is valid for the key.
  *
  * A key answered by step 3 or 4 prints a one-time warning on stderr naming it and the command that

@@ -78,6 +78,11 @@ typedef enum { KTUNE_DIM_INT = 0, KTUNE_DIM_DTYPE = 1 } ktune_dim_kind;
 typedef int (*ktune_valid_fn)(int variant, const int64_t *params, const int64_t *key,
                               const ktune_device *device);
 
+/* A configuration's cost model for a key on a device (its variant's `cost` in the space): a
+ * time up to a factor of the configuration's own, > 0; 0 where the variant has none. */
+typedef int64_t (*ktune_cost_fn)(int variant, const int64_t *params, const int64_t *key,
+                                 const ktune_device *device);
+
 typedef struct {
     const char *name;
     int nkey;
@@ -103,6 +108,9 @@ typedef struct {
      * space's `instantiate`), the bit of an instance's combos that says it is compiled for them;
      * -1 where a value is not instantiated. NULL: every instance serves every key */
     int (*combo)(const int64_t *key);
+    /* the variants' cost models, for the vote of an untuned key's neighbours (ktune.h); NULL:
+     * none */
+    ktune_cost_fn cost;
 } ktune_family;
 
 /* The runner-ups a table row keeps for online adaptation (KTUNE_ADAPT). */
@@ -140,6 +148,8 @@ static inline int64_t ktune_sat_div(int64_t a, int64_t b)
 }
 static inline int64_t ktune_sat_mod(int64_t a, int64_t b) { return b ? (b == -1 ? 0 : a % b) : 0; }
 static inline int64_t ktune_sat_neg(int64_t a) { return a == INT64_MIN ? INT64_MAX : -a; }
+static inline int64_t ktune_max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t ktune_min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 #ifdef __cplusplus
 }

@@ -220,7 +220,8 @@ static double key_distance(const ktune_family *f, const int64_t *a, const int64_
 /* Step 3 of ktune/ktune.h, the vote of an untuned key's neighbours: the KTUNE_VOTE_ROWS nearest
  * rows whose answer is compiled in and valid for the key, each configuration they measured that
  * is valid for it scored by the mean over those rows, weighted 1 / (1 + distance), of log(its
- * time / the row's answer's time), or KTUNE_VOTE_UNMEASURED where a row did not measure it. */
+ * time / the row's answer's time), or KTUNE_VOTE_UNMEASURED where a row did not measure it,
+ * plus log(its cost at the key / its cost at the row) where its variant has a cost model. */
 #define KTUNE_VOTE_ROWS 8
 #define KTUNE_VOTE_UNMEASURED 0.3    /* as if 35% slower than the row's answer */
 #define KTUNE_VOTE_DTYPE_DISTANCE 1.0 /* a dtype apart: as far as one size twice another */
@@ -275,14 +276,29 @@ static void vote_row_fill(const ktune_family *f, int ti, int r, const int64_t *k
     }
 }
 
+/* log(cost at key / cost at row) of an instance under its variant's cost model: what the model
+ * says its time at the row becomes at the key; 0 where the family or the variant has none. */
+static double cost_change(const ktune_family *f, int instance, const int64_t *key,
+                          const int64_t *row, const ktune_device *dev)
+{
+    if (!f->cost)
+        return 0;
+    const ktune_instance *in = &f->instances[instance];
+    const int64_t at_key = f->cost(in->variant, in->params, key, dev);
+    const int64_t at_row = f->cost(in->variant, in->params, row, dev);
+    return at_key > 0 && at_row > 0 ? log((double)at_key / (double)at_row) : 0;
+}
+
 /* The instance the neighbours vote for, -1 where no row of table ti has an answer valid for key;
- * *row is the nearest row that measured it. */
+ * *row is the nearest row that measured it, *score the mean of its votes without the cost model
+ * (how much slower than the rows' answers it was where they measured it). */
 static int vote_answer(const ktune_family *f, int ti, const int64_t *key, const ktune_device *dev,
                        int *row, double *score)
 {
     const ktune_table *t = f->tables[ti];
     vote_row near[KTUNE_VOTE_ROWS];
     int nnear = 0;
+    *score = 0;
     for (int r = 0; r < t->nrows; r++) {
         const double d = vote_distance(f, key, t->rows[r].key);
         if (!isfinite(d) || (nnear == KTUNE_VOTE_ROWS && d >= near[nnear - 1].dist))
@@ -310,23 +326,24 @@ static int vote_answer(const ktune_family *f, int ti, const int64_t *key, const 
                     seen = near[b].instance[e] == i;
             if (seen)
                 continue;
-            double sum = 0, weights = 0;
+            double sum = 0, measured = 0, weights = 0;
             for (int b = 0; b < nnear; b++) {
                 double vote = KTUNE_VOTE_UNMEASURED;
                 for (int e = 0; e < near[b].n; e++)
                     if (near[b].instance[e] == i)
                         vote = log(near[b].us[e] / near[b].answer_us);
                 const double w = 1 / (1 + near[b].dist);
-                sum += w * vote;
+                measured += w * vote;
+                sum += w * (vote + cost_change(f, i, key, t->rows[near[b].row].key, dev));
                 weights += w;
             }
             if (sum / weights < best_score) { /* ties: the nearer measurement */
                 best_score = sum / weights;
                 best = i;
                 *row = near[a].row;
+                *score = measured / weights;
             }
         }
-    *score = best_score;
     return best;
 }
 

@@ -1,4 +1,5 @@
-/* Constraint expressions: precedence, evaluation, the C they print as, and their errors. */
+/* Constraint and cost expressions: precedence, evaluation, the C they print as, and their
+ * errors. */
 #include <string.h>
 
 #include "check.h"
@@ -76,6 +77,10 @@ int main(void)
     CHECK(eval("dtype_bytes * 8") == 16);
     CHECK(eval("sms") == 132);
     CHECK(eval("dtype_bits") == 16);
+    CHECK(eval("max(a, b) * 10 + min(a, b)") == 32);
+    CHECK(eval("max(a * c, (cols + 1) / 100) + min(-a, b)") == 8);
+    CHECK(eval("max(min(1, 2), max(a,0))") == 2);
+    CHECK(eval("max(0 - 4611686018427387904 * 4, 0 - 1) == 0 - 1") == 1);
     /* every type of the table: its bits, and bytes rounded up */
     ktune_err perr;
     ktune_expr *bits = ktune_expr_parse("dtype_bits * 100 + dtype_bytes", resolve, NULL, "t", 1, 1,
@@ -126,6 +131,12 @@ int main(void)
     CHECK(e == NULL);
     e = ktune_expr_parse("99999999999999999999", resolve, NULL, "s.yaml", 1, 1, &err);
     CHECK(e == NULL && strstr(err.msg, "number too large") != NULL);
+    e = ktune_expr_parse("max(a)", resolve, NULL, "s.yaml", 1, 1, &err);
+    CHECK(e == NULL && strcmp(err.msg, "s.yaml:1:6: expected ',' between max's two arguments") == 0);
+    e = ktune_expr_parse("min(a, b, c)", resolve, NULL, "s.yaml", 1, 1, &err);
+    CHECK(e == NULL && strcmp(err.msg, "s.yaml:1:9: expected ')' after min's two arguments") == 0);
+    e = ktune_expr_parse("max + 1", resolve, NULL, "s.yaml", 1, 1, &err); /* a name without '(' */
+    CHECK(e == NULL && strstr(err.msg, "s.yaml:1:1: unknown name 'max'") == err.msg);
     e = ktune_expr_parse("", resolve, NULL, "s.yaml", 1, 1, &err);
     CHECK(e == NULL && strstr(err.msg, "unexpected end") != NULL);
 
@@ -183,6 +194,13 @@ int main(void)
     CHECK(strcmp(c.data, "((ktune_sat_mul(p0, k1) <= ktune_sat_mul(4LL, l0)) || "
                          "(!(ktune_sat_mod(p2, p1) == 0LL)))") == 0);
     printf("printed: %s\n", c.data);
+    ktune_buf_free(&c);
+    ktune_expr_free(e);
+    e = ktune_expr_parse("max(a, min(b, 2 * c))", resolve, NULL, "s", 1, 1, &err);
+    CHECK(e != NULL);
+    ktune_expr_print_c(e, &c, name, NULL);
+    CHECK(strcmp(c.data, "ktune_max64(p0, ktune_min64(p1, ktune_sat_mul(2LL, p2)))") == 0);
+    CHECK(ktune_max64(-3, 2) == 2 && ktune_min64(-3, 2) == -3);
     ktune_buf_free(&c);
     ktune_expr_free(e);
     return check_report("test_expr");

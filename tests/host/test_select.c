@@ -1,5 +1,6 @@
 /* The selection policy on synthetic tables: table choice, exact, nearest without crossing a
- * variant's limit, the nearest keys' vote, default order, KTUNE_FORCE, the untuned-keys file. */
+ * variant's limit, the nearest keys' vote with and without a cost model, default order,
+ * KTUNE_FORCE, the untuned-keys file. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,18 @@ static int voter_valid(int variant, const int64_t *p, const int64_t *k, const kt
 static const ktune_family voting = {"voting", 2, key_names, key_kinds, voter_tables, 1,
                                     voter_table_instances, voters, 2, voter_defaults, 1,
                                     voter_valid, voter_runner_instances, voter_runner_times};
+
+/* Cost models for the vote: a (tile 1) in proportion to n, b (tile 2) in waves of 250; none. */
+static int64_t waves_cost(int variant, const int64_t *p, const int64_t *k, const ktune_device *d)
+{
+    (void)variant, (void)d;
+    return p[0] == 1 ? k[1] : 250 * ((k[1] + 249) / 250);
+}
+static int64_t no_cost(int variant, const int64_t *p, const int64_t *k, const ktune_device *d)
+{
+    (void)variant, (void)p, (void)k, (void)d;
+    return 0;
+}
 
 /* Combinations of instantiated values: f16 0, bf16 1, any other dtype none. */
 static int dtype_combo(const int64_t *k)
@@ -238,6 +251,22 @@ int main(void)
     ktune__select_reset();
     int vi = -1;
     CHECK(ktune__select(&answers_only, k120, &a, &vi, NULL) == KTUNE_OK && vi == 1);
+    /* a cost model: a's time grows with n, b's with waves of 250 (n = 260 fills 1.04 of them:
+     * twice the cost of 200, as much as 400). At 260 the rows vote b without the model:
+     * 0.42 log 1.1 / 1.76 = 0.02 against a's (0.73 + 0.62) log 1.3 / 1.76 = 0.20; with it, a:
+     * (0.42 log 2.6 + 0.73 (log 1.3 + log 1.3) + 0.62 (log 1.3 + log 0.65)) / 1.76 = 0.38
+     * against b's (0.42 (log 1.1 + log 2) + 0.73 log 2) / 1.76 = 0.47 */
+    const int64_t k260[KTUNE_MAX_KEY] = {KTUNE_F16, 260};
+    ktune__select_reset();
+    CHECK(ktune__select(&voting, k260, &a, &vi, NULL) == KTUNE_OK && vi == 1);
+    ktune_family costed = voting;
+    costed.cost = waves_cost;
+    ktune__select_reset();
+    CHECK(ktune__select(&costed, k260, &a, &vi, NULL) == KTUNE_OK && vi == 0);
+    /* a variant without a model (cost 0) votes as before */
+    costed.cost = no_cost;
+    ktune__select_reset();
+    CHECK(ktune__select(&costed, k260, &a, &vi, NULL) == KTUNE_OK && vi == 1);
     /* the launch path answers the vote, and again from memory */
     ktune__select_reset();
     for (int round = 0; round < 2; round++) {
