@@ -252,9 +252,10 @@ int ktune_emit_instances(const ktune_space *s, const char *set, const int *confi
             ktune_buf values = {0};
             for (int p = 0; p < v->nparams; p++)
                 ktune_buf_printf(&values, "%s%lld", p ? ", " : "", (long long)c->params[p]);
-            ktune_buf_printf(&d, "kt4_config([[%s]], [[%s]], [[%s]], [[0x%llxULL]])", c->name,
-                             upper, values.data,
-                             (unsigned long long)(combos ? combos[i] & every : every));
+            ktune_buf_printf(&d, "kt4_config([[%s]], [[%s]], [[%s]], [[0x%llxULL]], [[%s]])",
+                             c->name, upper, values.data,
+                             (unsigned long long)(combos ? combos[i] & every : every),
+                             c->twin >= 0 ? s->configs[c->twin].name : "");
             ktune_buf_free(&values);
         }
         ktune_buf_printf(&d, "]])\n");

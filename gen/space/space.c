@@ -215,7 +215,7 @@ int ktune_space_combo(const ktune_space *s, const int64_t *key)
 static int load_variant(const char *file, const ktune_node *vname, const ktune_node *n,
                         ktune_space *s, ktune_space_variant *v, ktune_err *err)
 {
-    static const char *const allowed[] = {"doc", "params", "constraints", "cost", NULL};
+    static const char *const allowed[] = {"doc", "params", "constraints", "cost", "twin", NULL};
     static const char *const required[] = {"params", NULL};
     if (ktune_expect_identifier(file, vname, "a variant's name", err) ||
         ktune_expect(file, n, KTUNE_NODE_MAP, "a variant", err) ||
@@ -266,6 +266,9 @@ static int load_variant(const char *file, const ktune_node *vname, const ktune_n
                 return ktune_fail_at(err, file, list->items[j]->line, list->items[j]->col,
                                      "value %lld is listed twice", (long long)twice);
     }
+    const ktune_node *twin = ktune_map_get(n, "twin");
+    if (twin && ktune_expect_identifier(file, twin, "a twin variant's name", err))
+        return -1;
     ktune_space_resolve_ctx ctx = {s, v};
     const ktune_node *cost = ktune_map_get(n, "cost");
     if (cost) {
@@ -296,6 +299,36 @@ static int load_variant(const char *file, const ktune_node *vname, const ktune_n
         v->constraints[v->nconstraints].expr = e;
         v->constraints[v->nconstraints].per_shape = (uses & ~(1u << KTUNE_REF_PARAM)) != 0;
         v->nconstraints++;
+    }
+    return 0;
+}
+
+/* Each variant's `twin`: another variant of the space, every parameter of which this one has. */
+static int resolve_twins(const char *file, const ktune_node *variants, ktune_space *s,
+                         ktune_err *err)
+{
+    for (int i = 0; i < s->nvariants; i++) {
+        ktune_space_variant *v = &s->variants[i];
+        const ktune_node *twin = ktune_map_get(variants->items[i], "twin");
+        v->twin = -1;
+        if (!twin)
+            continue;
+        for (int j = 0; j < s->nvariants && v->twin < 0; j++)
+            if (j != i && strcmp(s->variants[j].name, twin->value) == 0)
+                v->twin = j;
+        if (v->twin < 0)
+            return ktune_fail_at(err, file, twin->line, twin->col,
+                                 "twin '%s' is not another variant of the space", twin->value);
+        const ktune_space_variant *w = &s->variants[v->twin];
+        for (int p = 0; p < w->nparams; p++) {
+            int shared = 0;
+            for (int q = 0; q < v->nparams && !shared; q++)
+                shared = strcmp(v->params[q].name, w->params[p].name) == 0;
+            if (!shared)
+                return ktune_fail_at(err, file, twin->line, twin->col,
+                                     "twin '%s' has parameter '%s', which variant '%s' has not",
+                                     w->name, w->params[p].name, v->name);
+        }
     }
     return 0;
 }
@@ -364,6 +397,28 @@ static int expand_configs(const char *file, const ktune_node *at, ktune_space *s
     }
     qsort(s->configs, (size_t)s->nconfigs, sizeof *s->configs, config_cmp);
     return 0;
+}
+
+/* Each config's twin: its twin variant's config of the same values of the parameters the two
+ * share (-1 where the variant has no twin, or that config is not in the space). */
+static void config_twins(ktune_space *s)
+{
+    for (int c = 0; c < s->nconfigs; c++) {
+        ktune_space_config *cf = &s->configs[c];
+        const ktune_space_variant *v = &s->variants[cf->variant];
+        cf->twin = -1;
+        if (v->twin < 0)
+            continue;
+        const ktune_space_variant *w = &s->variants[v->twin];
+        int64_t values[KTUNE_MAX_PARAMS];
+        for (int p = 0; p < w->nparams; p++)
+            for (int q = 0; q < v->nparams; q++)
+                if (strcmp(v->params[q].name, w->params[p].name) == 0)
+                    values[p] = cf->params[q];
+        char name[KTUNE_CONFIG_NAME_MAX];
+        if (config_name(w, values, name, sizeof name) == 0)
+            cf->twin = ktune_space_find_config(s, name);
+    }
 }
 
 int ktune_space_find_config(const ktune_space *s, const char *name)
@@ -477,8 +532,10 @@ int ktune_space_load_with(const char *path, const ktune_space_opts *o, ktune_spa
         if (load_variant(path, variants->keys[i], variants->items[i], s, &s->variants[i], err))
             goto cleanup;
     }
-    if (expand_configs(path, variants, s, err) ||
-        load_defaults(path, ktune_map_get(root, "defaults"), s, err) ||
+    if (resolve_twins(path, variants, s, err) || expand_configs(path, variants, s, err))
+        goto cleanup;
+    config_twins(s);
+    if (load_defaults(path, ktune_map_get(root, "defaults"), s, err) ||
         ktune_shapes_load(path, ktune_map_get(root, "shapes"), s, o, err))
         goto cleanup;
     rc = 0;

@@ -38,12 +38,19 @@ typedef struct {
     /* the variant's cost model (the space's `cost`), or NULL: a time up to a factor the
      * configuration's measurements calibrate, for the selection of untuned keys (ktune.h) */
     ktune_expr *cost;
+    /* the variant whose configurations stand in for this one's where these have no
+     * measurements (the space's `twin`; every parameter of the twin is one of this variant's),
+     * or -1 */
+    int twin;
 } ktune_space_variant;
 
 typedef struct {
     char name[KTUNE_CONFIG_NAME_MAX];
     int variant;
     int64_t params[KTUNE_MAX_PARAMS];
+    /* its twin (ktune_space_variant.twin's config of the same values of the parameters the two
+     * share), or -1: where that is not a config of the space */
+    int twin;
 } ktune_space_config;
 
 typedef struct {

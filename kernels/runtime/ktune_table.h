@@ -70,6 +70,10 @@ typedef struct {
     /* the combinations of the family's instantiated key values (ktune_family.combo) it is
      * compiled for: bit c for combination c */
     uint64_t combos;
+    /* the configuration whose measurements stand in for this one's in the vote of an untuned
+     * key's neighbours (its variant's twin in the space, the same values of the parameters the
+     * two share), or NULL */
+    const char *twin;
 } ktune_instance;
 
 typedef enum { KTUNE_DIM_INT = 0, KTUNE_DIM_DTYPE = 1 } ktune_dim_kind;

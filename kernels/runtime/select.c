@@ -276,17 +276,75 @@ static void vote_row_fill(const ktune_family *f, int ti, int r, const int64_t *k
     }
 }
 
-/* log(cost at key / cost at row) of an instance under its variant's cost model: what the model
- * says its time at the row becomes at the key; 0 where the family or the variant has none. */
-static double cost_change(const ktune_family *f, int instance, const int64_t *key,
-                          const int64_t *row, const ktune_device *dev)
+/* log(cost of instance j at key b / cost of instance i at key a) under their variants' cost
+ * models: what the models say i's time at a becomes as j's at b; 0 where either has none. */
+static double cost_between(const ktune_family *f, int i, const int64_t *a, int j,
+                           const int64_t *b, const ktune_device *dev)
 {
     if (!f->cost)
         return 0;
-    const ktune_instance *in = &f->instances[instance];
-    const int64_t at_key = f->cost(in->variant, in->params, key, dev);
-    const int64_t at_row = f->cost(in->variant, in->params, row, dev);
-    return at_key > 0 && at_row > 0 ? log((double)at_key / (double)at_row) : 0;
+    const ktune_instance *from = &f->instances[i], *to = &f->instances[j];
+    const int64_t at_a = f->cost(from->variant, from->params, a, dev);
+    const int64_t at_b = f->cost(to->variant, to->params, b, dev);
+    return at_a > 0 && at_b > 0 ? log((double)at_b / (double)at_a) : 0;
+}
+
+/* log(cost at key / cost at row) of an instance: what its variant's cost model says its time at
+ * the row becomes at the key; 0 where the family or the variant has none. */
+static double cost_change(const ktune_family *f, int instance, const int64_t *key,
+                          const int64_t *row, const ktune_device *dev)
+{
+    return cost_between(f, instance, row, instance, key, dev);
+}
+
+/* Instance i's twin (ktune_instance.twin) among the compiled ones, -1 where none. */
+static int twin_of(const ktune_family *f, int i)
+{
+    return f->instances[i].twin ? ktune__instance_find(f, f->instances[i].twin) : -1;
+}
+
+/* The first of near[0 .. n) that measured instance i, -1 where none did. */
+static int nearest_measured(const vote_row *near, int n, int i)
+{
+    for (int b = 0; b < n; b++)
+        for (int e = 0; e < near[b].n; e++)
+            if (near[b].instance[e] == i)
+                return b;
+    return -1;
+}
+
+/* Scores instance i by the rows' votes (step 3 of ktune.h); where a row did not measure i but did
+ * measure its twin (>= 0), the twin's time there stands in for i's, the cost models carrying it
+ * from the twin at the row to i at the key. Keeps the lowest score in *best, the nearest row of a
+ * measurement it rests on (near[a]) in *row, and its votes without the cost model in *score. */
+static void vote_candidate(const ktune_family *f, const ktune_table *t, const vote_row *near,
+                           int nnear, int i, int twin, const int64_t *key, const ktune_device *dev,
+                           int a, int *best, double *best_score, int *row, double *score)
+{
+    double sum = 0, measured = 0, weights = 0;
+    for (int b = 0; b < nnear; b++) {
+        const int64_t *at = t->rows[near[b].row].key;
+        double vote = KTUNE_VOTE_UNMEASURED, change = cost_change(f, i, key, at, dev);
+        int found = 0;
+        for (int e = 0; e < near[b].n && !found; e++)
+            if ((found = near[b].instance[e] == i))
+                vote = log(near[b].us[e] / near[b].answer_us);
+        for (int e = 0; twin >= 0 && e < near[b].n && !found; e++)
+            if ((found = near[b].instance[e] == twin)) {
+                vote = log(near[b].us[e] / near[b].answer_us);
+                change = cost_between(f, twin, at, i, key, dev);
+            }
+        const double w = 1 / (1 + near[b].dist);
+        measured += w * vote;
+        sum += w * (vote + change);
+        weights += w;
+    }
+    if (sum / weights < *best_score) { /* ties: the candidate met first */
+        *best_score = sum / weights;
+        *best = i;
+        *row = near[a].row;
+        *score = measured / weights;
+    }
 }
 
 /* The instance the neighbours vote for, -1 where no row of table ti has an answer valid for key;
@@ -317,33 +375,23 @@ static int vote_answer(const ktune_family *f, int ti, const int64_t *key, const 
     }
     int best = -1;
     double best_score = INFINITY;
-    for (int a = 0; a < nnear; a++) /* candidates in order of their nearest measurement */
+    /* the candidates: what the rows measured, in order of their nearest measurement; then the
+     * compiled configurations valid for the key whose twin a row measured */
+    for (int a = 0; a < nnear; a++)
         for (int c = 0; c < near[a].n; c++) {
             const int i = near[a].instance[c];
-            int seen = 0;
-            for (int b = 0; b < a && !seen; b++)
-                for (int e = 0; e < near[b].n && !seen; e++)
-                    seen = near[b].instance[e] == i;
-            if (seen)
-                continue;
-            double sum = 0, measured = 0, weights = 0;
-            for (int b = 0; b < nnear; b++) {
-                double vote = KTUNE_VOTE_UNMEASURED;
-                for (int e = 0; e < near[b].n; e++)
-                    if (near[b].instance[e] == i)
-                        vote = log(near[b].us[e] / near[b].answer_us);
-                const double w = 1 / (1 + near[b].dist);
-                measured += w * vote;
-                sum += w * (vote + cost_change(f, i, key, t->rows[near[b].row].key, dev));
-                weights += w;
-            }
-            if (sum / weights < best_score) { /* ties: the nearer measurement */
-                best_score = sum / weights;
-                best = i;
-                *row = near[a].row;
-                *score = measured / weights;
-            }
+            if (nearest_measured(near, a + 1, i) == a)
+                vote_candidate(f, t, near, nnear, i, twin_of(f, i), key, dev, a, &best,
+                               &best_score, row, score);
         }
+    for (int i = 0; i < f->ninstances; i++) {
+        const int twin = twin_of(f, i);
+        const int a = twin >= 0 ? nearest_measured(near, nnear, twin) : -1;
+        if (a >= 0 && nearest_measured(near, nnear, i) < 0 &&
+            ktune__instance_valid(f, i, key, dev))
+            vote_candidate(f, t, near, nnear, i, twin, key, dev, a, &best, &best_score, row,
+                           score);
+    }
     return best;
 }
 

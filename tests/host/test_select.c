@@ -17,9 +17,9 @@ static int valid(int variant, const int64_t *p, const int64_t *k, const ktune_de
 }
 
 static const ktune_instance instances[] = {
-    {"v_tile1", 0, {1}, NULL},
-    {"v_tile2", 0, {2}, NULL},
-    {"w_any", 1, {0}, NULL},
+    {"v_tile1", 0, {1}, NULL, 0, NULL},
+    {"v_tile2", 0, {2}, NULL, 0, NULL},
+    {"w_any", 1, {0}, NULL, 0, NULL},
 };
 static const char *const key_names[] = {"dtype", "n"};
 static const ktune_dim_kind key_kinds[] = {KTUNE_DIM_DTYPE, KTUNE_DIM_INT};
@@ -38,11 +38,11 @@ static const int instances_a[] = {1, 0, -1, 2}, instances_b[] = {2};
 static const int *const table_instances[] = {instances_a, instances_b};
 static const char *const defaults[] = {"v_tile1", "w_any"};
 static const ktune_family fam = {"fam", 2, key_names, key_kinds, tables, 2, table_instances,
-                                 instances, 3, defaults, 2, valid, NULL, NULL};
+                                 instances, 3, defaults, 2, valid, NULL, NULL, NULL, NULL};
 
 /* A family whose rows carry runner-ups: the neighbours' vote. a wins at n = 100 by 10%; b wins at
  * n = 200 and 400 by 30%. */
-static const ktune_instance voters[] = {{"a", 0, {1}, NULL}, {"b", 0, {2}, NULL}};
+static const ktune_instance voters[] = {{"a", 0, {1}, NULL, 0, NULL}, {"b", 0, {2}, NULL, 0, NULL}};
 static const ktune_row voter_rows[] = {
     {{KTUNE_F16, 100}, "a", 10.0f, 10.0f},
     {{KTUNE_F16, 200}, "b", 10.0f, 13.0f},
@@ -64,12 +64,19 @@ static int voter_valid(int variant, const int64_t *p, const int64_t *k, const kt
 }
 static const ktune_family voting = {"voting", 2, key_names, key_kinds, voter_tables, 1,
                                     voter_table_instances, voters, 2, voter_defaults, 1,
-                                    voter_valid, voter_runner_instances, voter_runner_times};
+                                    voter_valid, voter_runner_instances, voter_runner_times,
+                                    NULL, NULL};
+/* with c, of another variant, whose twin is b: no row measured c */
+static const ktune_instance voters_and_twin[] = {
+    {"a", 0, {1}, NULL, 0, NULL}, {"b", 0, {2}, NULL, 0, NULL}, {"c", 1, {2}, NULL, 0, "b"}};
 
-/* Cost models for the vote: a (tile 1) in proportion to n, b (tile 2) in waves of 250; none. */
+/* Cost models for the vote: a (tile 1) in proportion to n, b (tile 2) in waves of 250, c
+ * (variant 1) as b over whole waves and half a wave's cost for a part of one; none. */
 static int64_t waves_cost(int variant, const int64_t *p, const int64_t *k, const ktune_device *d)
 {
-    (void)variant, (void)d;
+    (void)d;
+    if (variant == 1)
+        return 250 * (k[1] / 250) + (k[1] % 250 ? 125 : 0);
     return p[0] == 1 ? k[1] : 250 * ((k[1] + 249) / 250);
 }
 static int64_t no_cost(int variant, const int64_t *p, const int64_t *k, const ktune_device *d)
@@ -210,7 +217,9 @@ int main(void)
      * instantiated at all. f16 64's row names v_tile2, which no longer serves it: not the exact
      * answer; bf16 64 still gets its row's w_any; f32 is served by nothing, forced or not */
     static const ktune_instance bf16_tile2[] = {
-        {"v_tile1", 0, {1}, NULL, 3}, {"v_tile2", 0, {2}, NULL, 2}, {"w_any", 1, {0}, NULL, 3}};
+        {"v_tile1", 0, {1}, NULL, 3, NULL},
+        {"v_tile2", 0, {2}, NULL, 2, NULL},
+        {"w_any", 1, {0}, NULL, 3, NULL}};
     ktune_family partial = fam;
     partial.instances = bf16_tile2;
     partial.combo = dtype_combo;
@@ -263,6 +272,21 @@ int main(void)
     costed.cost = waves_cost;
     ktune__select_reset();
     CHECK(ktune__select(&costed, k260, &a, &vi, NULL) == KTUNE_OK && vi == 0);
+    /* c, which no row measured, votes with its twin b's times, carried by the cost models from b
+     * at the rows to c at 260 (375, against b's 250 at 100 and 200 and 500 at 400):
+     * (0.42 (log 1.1 + log 1.5) + 0.73 log 1.5 + 0.62 log 0.75) / 1.76 = 0.18, under a's 0.38 */
+    costed.instances = voters_and_twin;
+    costed.ninstances = 3;
+    ktune__select_reset();
+    CHECK(ktune__select(&costed, k260, &a, &vi, NULL) == KTUNE_OK && vi == 2);
+    /* without the twin, c is no candidate: a */
+    static const ktune_instance voters_no_twin[] = {
+        {"a", 0, {1}, NULL, 0, NULL}, {"b", 0, {2}, NULL, 0, NULL}, {"c", 1, {2}, NULL, 0, NULL}};
+    costed.instances = voters_no_twin;
+    ktune__select_reset();
+    CHECK(ktune__select(&costed, k260, &a, &vi, NULL) == KTUNE_OK && vi == 0);
+    costed.instances = voters;
+    costed.ninstances = 2;
     /* a variant without a model (cost 0) votes as before */
     costed.cost = no_cost;
     ktune__select_reset();
