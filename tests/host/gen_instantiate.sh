@@ -12,8 +12,8 @@ gen() { # space registry-dir out
   "$ktune" gen inst --space "$1" --registry-dir "$2" --templates "$templates" --m4 "$m4" \
     --out "$3" --shards 1
 }
-combos() { # file config: the combos literal of config's instance
-  grep -o "{\"$2\", .*, \(0x[0-9a-f]*ULL\)}" "$1" | grep -o "0x[0-9a-f]*ULL"
+combos() { # file config: the combos literal of config's instance (before its twin, NULL here)
+  grep -o "{\"$2\", .*, \(0x[0-9a-f]*ULL\), NULL}" "$1" | grep -o "0x[0-9a-f]*ULL"
 }
 
 gen "$data/instantiate.yaml" "$data/instantiate" "$work/out" || bad "gen exited $?"

@@ -1,5 +1,6 @@
-/* The matmul space: its variants, and the generated C validity check (matmul_space.h) agreeing
- * with the interpreter on every config, shape and device, the device limit sm90a included: the
+/* The matmul space: its variants, the generated C validity check (matmul_space.h) agreeing with
+ * the interpreter on every config, shape and device, the device limit sm90a included, and so the
+ * cost models on every config and shape, and the twins of tailsplit's configs. The
  * wgmma, wgemv, splitk and tailsplit variants are valid only on a device that runs the build's
  * sm_90a code; splitk only where its tiles are few, tailsplit where they are a wave and a part;
  * dot (CUDA cores) on any device, for m up to 4. */
@@ -164,6 +165,57 @@ int main(int argc, char **argv)
         for (int bn = 0; bn < 2; bn++)
             none += tail_valid[2][bm][bn][2] + tail_valid[2][bm][bn][4];
     CHECK(none == 0);
+    /* the cost models: the generated ones (matmul_space.h) compute what the interpreter does,
+     * on every config and shape; a variant without one gives 0 */
+    long cost_agree = 0, cost_disagree = 0;
+    int64_t limits[KTUNE_NLIMITS] = {132, 90, 1024, 232448, 52428800, 1};
+    for (int c = 0; c < s.nconfigs; c++)
+        for (int k = 0; k < s.nshapes; k++) {
+            const ktune_space_config *cfg = &s.configs[c];
+            const ktune_space_variant *v = &s.variants[cfg->variant];
+            ktune_expr_env env = {cfg->params, s.shapes[k].key, limits};
+            const int64_t interpreted = v->cost ? ktune_expr_eval(v->cost, &env) : 0;
+            const int64_t compiled =
+                ktune__matmul_cost(cfg->variant, cfg->params, s.shapes[k].key, &devices[0]);
+            if (interpreted == compiled && compiled > 0)
+                cost_agree++;
+            else if (cost_disagree++ < 5)
+                fprintf(stderr, "cost: %s: %lld interpreted, %lld generated\n", cfg->name,
+                        (long long)interpreted, (long long)compiled);
+        }
+    CHECK(cost_disagree == 0);
+    printf("%ld (config, shape) cost models agree\n", cost_agree);
+    /* 271 x 16384 x 16384: tiles of 128 x 256 make 3 x 64 = 192 tiles, two waves on 132 SMs; the
+     * weight's 512 MiB are fewer units than those multiply-adds */
+    CHECK(ktune_space_key_parse(&s, "dtype=bf16 m=271 n=16384 k=16384", key, &err) == 0);
+    const int wg = ktune_space_find_config(&s, "wgmma_bm128_bn256_consumers2_stages4"),
+              ts = ktune_space_find_config(&s, "tailsplit_bm128_bn256_consumers2_stages4_tail2");
+    CHECK(wg >= 0 && ts >= 0);
+    CHECK(ktune__matmul_cost(KTUNE_MATMUL_VARIANT_WGMMA, s.configs[wg].params, key,
+                             &devices[0]) == INT64_C(2) * 128 * 256 * 16384);
+    /* tailsplit: one whole wave, then the 60 tiles left split over k in two */
+    CHECK(ktune__matmul_cost(KTUNE_MATMUL_VARIANT_TAILSPLIT, s.configs[ts].params, key,
+                             &devices[0]) == INT64_C(128) * 256 * 16384 * 3 / 2);
+    /* a GEMV is bound by the bytes: 1 x 4096 x 4096 in bf16 */
+    CHECK(ktune_space_key_parse(&s, "dtype=bf16 m=1 n=4096 k=4096", key, &err) == 0);
+    const int gv = ktune_space_find_config(&s, "gemv_rows16_warps8_unroll4_split1_mtiles1");
+    CHECK(gv >= 0 && ktune__matmul_cost(KTUNE_MATMUL_VARIANT_GEMV, s.configs[gv].params, key,
+                                        &devices[0]) == 2 * (4096 * 4096 + 4096 + 4096));
+    /* twins: each tailsplit config's is the wgmma config of its tile, no other variant has one */
+    int twins = 0;
+    for (int c = 0; c < s.nconfigs; c++) {
+        const ktune_space_config *cfg = &s.configs[c];
+        if (cfg->variant != KTUNE_MATMUL_VARIANT_TAILSPLIT) {
+            CHECK(cfg->twin == -1);
+            continue;
+        }
+        char expect[KTUNE_CONFIG_NAME_MAX];
+        snprintf(expect, sizeof expect, "wgmma%s", cfg->name + strlen("tailsplit"));
+        *strstr(expect, "_tail") = '\0';
+        CHECK(cfg->twin >= 0 && strcmp(s.configs[cfg->twin].name, expect) == 0);
+        twins++;
+    }
+    CHECK(twins == tailsplit && s.configs[ts].twin == wg);
     ktune_space_free(&s);
     return check_report("test_space_matmul");
 }
