@@ -16,8 +16,12 @@
  *      time), or log(1.35) where a row did not measure it, plus log(its cost at the requested
  *      key / its cost at the row's key) where its variant has a cost model (the space's `cost`:
  *      waves of tiles on the device's SMs, padding, bytes; so that a tile that fits the row
- *      but leaves a wave half empty at the requested key loses its vote there); the lowest score
- *      wins, ties to the configuration measured nearer.
+ *      but leaves a wave half empty at the requested key loses its vote there). Where its
+ *      variant has a twin (the space's `twin`), a row that measured not it but its twin (the
+ *      twin variant's configuration of the same parameter values) votes with the twin's time,
+ *      plus log(its cost at the requested key / the twin's cost at the row's key); and a
+ *      compiled configuration valid for the key whose twin a row measured is a candidate too.
+ *      The lowest score wins, ties to the configuration measured nearer.
  *   4. Default: the first configuration of the family's default list that is valid for the key.
  *
  * A key answered by step 3 or 4 prints a one-time warning on stderr naming it and the command that

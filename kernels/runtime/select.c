@@ -221,7 +221,9 @@ static double key_distance(const ktune_family *f, const int64_t *a, const int64_
  * rows whose answer is compiled in and valid for the key, each configuration they measured that
  * is valid for it scored by the mean over those rows, weighted 1 / (1 + distance), of log(its
  * time / the row's answer's time), or KTUNE_VOTE_UNMEASURED where a row did not measure it,
- * plus log(its cost at the key / its cost at the row) where its variant has a cost model. */
+ * plus log(its cost at the key / its cost at the row) where its variant has a cost model; its
+ * twin's time and cost at a row that measured the twin but not it; and the configurations valid
+ * for the key whose twin a row measured. */
 #define KTUNE_VOTE_ROWS 8
 #define KTUNE_VOTE_UNMEASURED 0.3    /* as if 35% slower than the row's answer */
 #define KTUNE_VOTE_DTYPE_DISTANCE 1.0 /* a dtype apart: as far as one size twice another */
