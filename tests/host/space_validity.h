@@ -1,5 +1,5 @@
-/* For the space tests: the generated C validity check of a family (<family>_space.h) against the
- * interpreter, on every config, shape and device. */
+/* For the space tests: the generated C validity check and cost models of a family
+ * (<family>_space.h) against the interpreter, on every config, shape and device. */
 #ifndef KTUNE_TEST_SPACE_VALIDITY_H
 #define KTUNE_TEST_SPACE_VALIDITY_H
 
@@ -33,6 +33,15 @@ static inline int param_index(const ktune_space_variant *v, const char *name)
     return -1;
 }
 
+/* The limits of a device, in the order expressions name them. */
+static void space_device_limits(const ktune_device *d, int64_t limits[KTUNE_NLIMITS])
+{
+    int i = 0;
+#define KTUNE_LIMIT_COPY(name, type, what) limits[i++] = (int64_t)d->name;
+    KTUNE_DEVICE_LIMIT_MAP(KTUNE_LIMIT_COPY)
+#undef KTUNE_LIMIT_COPY
+}
+
 /* Returns the (config, shape, device) triples where the two disagree (the first few are named on
  * stderr); *agree counts the others. valid[d * nvariants + v] (if not NULL) counts the valid
  * (config, shape) pairs of variant v on devices[d]. */
@@ -45,10 +54,7 @@ static long space_validity_disagreements(const ktune_space *s, ktune_valid_fn ge
     for (int dv = 0; dv < ndevices; dv++) {
         const ktune_device *d = &devices[dv];
         int64_t limits[KTUNE_NLIMITS];
-        int i = 0;
-#define KTUNE_LIMIT_COPY(name, type, what) limits[i++] = (int64_t)d->name;
-        KTUNE_DEVICE_LIMIT_MAP(KTUNE_LIMIT_COPY)
-#undef KTUNE_LIMIT_COPY
+        space_device_limits(d, limits);
         for (int c = 0; c < s->nconfigs; c++)
             for (int k = 0; k < s->nshapes; k++) {
                 const ktune_space_config *cfg = &s->configs[c];
@@ -62,6 +68,32 @@ static long space_validity_disagreements(const ktune_space *s, ktune_valid_fn ge
                     valid[dv * s->nvariants + cfg->variant] += compiled;
             }
     }
+    return disagree;
+}
+
+/* Returns the (config, shape) pairs where the generated cost model and the interpreted one
+ * disagree on device d, or where either is not positive (the first few are named on stderr);
+ * *agree counts the others. Every variant of the space must have a model. */
+static long space_cost_disagreements(const ktune_space *s, ktune_cost_fn generated,
+                                     const ktune_device *d, long *agree)
+{
+    long disagree = 0;
+    int64_t limits[KTUNE_NLIMITS];
+    space_device_limits(d, limits);
+    *agree = 0;
+    for (int c = 0; c < s->nconfigs; c++)
+        for (int k = 0; k < s->nshapes; k++) {
+            const ktune_space_config *cfg = &s->configs[c];
+            const ktune_space_variant *v = &s->variants[cfg->variant];
+            ktune_expr_env env = {cfg->params, s->shapes[k].key, limits};
+            const int64_t interpreted = v->cost ? ktune_expr_eval(v->cost, &env) : 0;
+            const int64_t compiled = generated(cfg->variant, cfg->params, s->shapes[k].key, d);
+            if (interpreted == compiled && compiled > 0)
+                (*agree)++;
+            else if (disagree++ < 5)
+                fprintf(stderr, "cost: %s: %lld interpreted, %lld generated\n", cfg->name,
+                        (long long)interpreted, (long long)compiled);
+        }
     return disagree;
 }
 

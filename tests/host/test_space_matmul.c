@@ -166,24 +166,9 @@ int main(int argc, char **argv)
             none += tail_valid[2][bm][bn][2] + tail_valid[2][bm][bn][4];
     CHECK(none == 0);
     /* the cost models: the generated ones (matmul_space.h) compute what the interpreter does,
-     * on every config and shape; a variant without one gives 0 */
-    long cost_agree = 0, cost_disagree = 0;
-    int64_t limits[KTUNE_NLIMITS] = {132, 90, 1024, 232448, 52428800, 1};
-    for (int c = 0; c < s.nconfigs; c++)
-        for (int k = 0; k < s.nshapes; k++) {
-            const ktune_space_config *cfg = &s.configs[c];
-            const ktune_space_variant *v = &s.variants[cfg->variant];
-            ktune_expr_env env = {cfg->params, s.shapes[k].key, limits};
-            const int64_t interpreted = v->cost ? ktune_expr_eval(v->cost, &env) : 0;
-            const int64_t compiled =
-                ktune__matmul_cost(cfg->variant, cfg->params, s.shapes[k].key, &devices[0]);
-            if (interpreted == compiled && compiled > 0)
-                cost_agree++;
-            else if (cost_disagree++ < 5)
-                fprintf(stderr, "cost: %s: %lld interpreted, %lld generated\n", cfg->name,
-                        (long long)interpreted, (long long)compiled);
-        }
-    CHECK(cost_disagree == 0);
+     * on every config and shape */
+    long cost_agree;
+    CHECK(space_cost_disagreements(&s, ktune__matmul_cost, &devices[0], &cost_agree) == 0);
     printf("%ld (config, shape) cost models agree\n", cost_agree);
     /* 271 x 16384 x 16384: tiles of 128 x 256 make 3 x 64 = 192 tiles, two waves on 132 SMs; the
      * weight's 512 MiB are fewer units than those multiply-adds */

@@ -49,6 +49,30 @@ int main(int argc, char **argv)
     CHECK(valid > 0 && valid < agree);
     printf("%ld (config, shape, device) validity checks agree, %ld valid\n", agree, valid);
 
+    /* the cost models: the generated ones (softmax_space.h) compute what the interpreter does,
+     * on every config and shape */
+    long cost_agree;
+    CHECK(space_cost_disagreements(&s, ktune__softmax_cost, &devices[0], &cost_agree) == 0);
+    printf("%ld (config, shape) cost models agree\n", cost_agree);
+    /* 2 x 91309 f32 (1.46 MB moved): a cluster of 16 blocks a row is 32 blocks, a quarter of the
+     * SMs, so its bytes count 132 / 32 times beside its fixed 4 us; resident spreads the rows
+     * over the whole device and pays 6 us fixed */
+    int64_t ck[KTUNE_MAX_KEY];
+    CHECK(ktune_space_key_parse(&s, "dtype=f32 rows=2 cols=91309", ck, &err) == 0);
+    const int cl = ktune_space_find_config(&s, "cluster_ctas16_threads256_vec4_iters8"),
+              rs = ktune_space_find_config(&s, "resident_threads256_per_sm1_stages1");
+    CHECK(cl >= 0 && rs >= 0);
+    const int64_t moved = INT64_C(2) * 2 * 91309 * 4;
+    CHECK(ktune__softmax_cost(s.configs[cl].variant, s.configs[cl].params, ck, &devices[0]) ==
+          12000000 + moved * 132 / 32);
+    CHECK(ktune__softmax_cost(s.configs[rs].variant, s.configs[rs].params, ck, &devices[0]) ==
+          18000000 + moved);
+    /* 4096 x 1024 f16 (16 MiB moved) over 1024 blocks of 4 warps: the bytes alone */
+    CHECK(ktune_space_key_parse(&s, "dtype=f16 rows=4096 cols=1024", ck, &err) == 0);
+    const int vc = ktune_space_find_config(&s, "vec_vec8_iters4_warps4");
+    CHECK(vc >= 0 && ktune__softmax_cost(s.configs[vc].variant, s.configs[vc].params, ck,
+                                         &devices[0]) == 9000000 + INT64_C(2) * 4096 * 1024 * 2);
+
     /* every shape has a valid default on both devices; only online on cc 80 beyond 1024 */
     for (int k = 0; k < s.nshapes; k++) {
         const int64_t limits[KTUNE_NLIMITS] = {132, 90, 1024, 232448, 52428800, 1}; /* H100 */
