@@ -5,6 +5,7 @@
 #define KTUNE_FUZZ_COMMON_H
 
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,15 +19,34 @@
 #error "KTUNE_FUZZ_DATA names tests/data, KTUNE_FUZZ_SOURCE the source tree"
 #endif
 
-/* A folder of this process's own under /tmp, made once. */
+static char fuzz_dir_path[64];
+
+/* Removes the folder and what the targets wrote in it (files and links, no folders), at exit. */
+static void fuzz_dir_remove(void)
+{
+    DIR *d = opendir(fuzz_dir_path);
+    if (d) {
+        const struct dirent *e;
+        char path[sizeof fuzz_dir_path + 256];
+        while ((e = readdir(d)) != NULL)
+            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+                snprintf(path, sizeof path, "%s/%s", fuzz_dir_path, e->d_name);
+                unlink(path);
+            }
+        closedir(d);
+    }
+    rmdir(fuzz_dir_path);
+}
+
+/* A folder of this process's own under /tmp, made once and removed at exit. */
 static inline const char *fuzz_dir(void)
 {
-    static char dir[64];
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/ktune-fuzz-%ld", (long)getpid());
-        mkdir(dir, 0700);
+    if (!fuzz_dir_path[0]) {
+        snprintf(fuzz_dir_path, sizeof fuzz_dir_path, "/tmp/ktune-fuzz-%ld", (long)getpid());
+        if (mkdir(fuzz_dir_path, 0700) == 0)
+            atexit(fuzz_dir_remove);
     }
-    return dir;
+    return fuzz_dir_path;
 }
 
 /* Writes head (may be NULL) then the input to dir/name; returns the path (static). */
