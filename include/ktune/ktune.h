@@ -15,8 +15,10 @@
  *      over the 8 rows, weighted 1 / (1 + distance), of log(its time there / the row's answer's
  *      time), or log(1.35) where a row did not measure it, plus log(its cost at the requested
  *      key / its cost at the row's key) where its variant has a cost model (the space's `cost`:
- *      waves of tiles on the device's SMs, padding, bytes; so that a tile that fits the row
- *      but leaves a wave half empty at the requested key loses its vote there). Where its
+ *      waves of tiles on the device's SMs, padding, bytes, a fixed part, a grid of fewer blocks
+ *      than SMs; so that a tile that fits the row but leaves a wave half empty at the requested
+ *      key loses its vote there, and a row's time on a small key shrinks with its bytes only
+ *      past the launch and barriers it always pays). Where its
  *      variant has a twin (the space's `twin`), a row that measured not it but its twin (the
  *      twin variant's configuration of the same parameter values) votes with the twin's time,
  *      plus log(its cost at the requested key / the twin's cost at the row's key); and a
