@@ -1,8 +1,9 @@
 /* ktune-explain: which configuration the library would launch for a key, on the current device or
- * on a described one (no GPU needed). `ktune explain` runs it; `ktune bench` runs its
- * --selection-cost, the host cost of the library's selection, and its --keys, the choices for the
- * keys a bench was given. */
+ * on a described one (no GPU needed). `ktune explain` runs it, and its --holdout, the vote judged
+ * on the table's own keys; `ktune bench` runs its --selection-cost, the host cost of the library's
+ * selection, and its --keys, the choices for the keys a bench was given. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,13 +145,71 @@ static int choices(const char *name, const char *path, const ktune_device_spec *
     return rc;
 }
 
+/* The vote (step 3 of ktune.h) judged on the keys of the device's table: each key left out in
+ * turn, the pick of the others' vote against what the key's row measured. A pick the row
+ * measured (its answer, or a runner-up) has a known time; one it did not is counted apart. A line
+ * for each key whose pick is not its answer, then the summary. */
+static int holdout(const char *name, const ktune_device_spec *spec)
+{
+    const ktune_family *f;
+    const ktune_device *dev;
+    const int found = family_device(name, spec, &f, &dev);
+    if (found)
+        return found;
+    const int ti = ktune__select_table(f, dev);
+    if (ti < 0) {
+        printf("%s: no table for %s\n", name, dev->name);
+        return 1;
+    }
+    const ktune_table *t = f->tables[ti];
+    int answer = 0, runner = 0, unmeasured = 0, none = 0;
+    double log_runner = 0;
+    char key[256];
+    for (int r = 0; r < t->nrows; r++) {
+        const int pick = ktune__select_holdout(f, dev, ti, r);
+        const int own = f->table_instances[ti][r];
+        if (pick >= 0 && pick == own) {
+            answer++;
+            continue;
+        }
+        double us = 0;
+        for (int j = 0; pick >= 0 && f->table_runner_instances && j < KTUNE_ADAPT_RUNNER_UPS; j++)
+            if (f->table_runner_instances[ti][r * KTUNE_ADAPT_RUNNER_UPS + j] == pick)
+                us = f->table_runner_us[ti][r * KTUNE_ADAPT_RUNNER_UPS + j];
+        ktune__key_format(f, t->rows[r].key, key, sizeof key);
+        if (pick < 0) {
+            none++;
+            printf("  %s: the others vote for nothing valid (a default answers)\n", key);
+        } else if (us > 0) {
+            runner++;
+            log_runner += log(t->rows[r].us / us);
+            printf("  %s: %s, a runner-up there at %.3fx the speed of its answer %s\n", key,
+                   f->instances[pick].name, t->rows[r].us / us,
+                   own >= 0 ? f->instances[own].name : t->rows[r].config);
+        } else {
+            unmeasured++;
+            printf("  %s: %s, which it did not measure (its answer %s)\n", key,
+                   f->instances[pick].name, own >= 0 ? f->instances[own].name : t->rows[r].config);
+        }
+    }
+    printf("%s holdout on %s: %d keys, each voted for by the others: its own answer %d, a "
+           "runner-up it measured %d (at %.3fx the answer's speed, geomean; %.3fx over the %d "
+           "measured picks), a config it did not measure %d, nothing %d\n",
+           name, dev->name, t->nrows, answer, runner, runner ? exp(log_runner / runner) : 1.0,
+           answer + runner ? exp(log_runner / (answer + runner)) : 1.0, answer + runner,
+           unmeasured, none);
+    return 0;
+}
+
 static int usage(void)
 {
-    fprintf(stderr, "usage: ktune-explain FAMILY KEY|--selection-cost|--keys FILE [--device NAME "
-                    "--sms N --cc C [--max-threads N] [--smem-per-block B] [--l2-bytes B]]\n"
+    fprintf(stderr, "usage: ktune-explain FAMILY KEY|--selection-cost|--keys FILE|--holdout "
+                    "[--device NAME --sms N --cc C [--max-threads N] [--smem-per-block B] "
+                    "[--l2-bytes B]]\n"
                     "  KEY: every dimension of the family's key as name=value, e.g. "
                     "'dtype=f16 rows=4 cols=1000'\n"
-                    "  --keys FILE: a key a line; prints '<config> <reason> <nearest>' a line\n");
+                    "  --keys FILE: a key a line; prints '<config> <reason> <nearest>' a line\n"
+                    "  --holdout: each key of the device's table voted for by the others\n");
     return 2;
 }
 
@@ -169,6 +228,7 @@ int main(int argc, char **argv)
         return usage();
     ktune_device_spec spec = {0};
     int described = 0, cost = strcmp(argv[2], "--selection-cost") == 0;
+    const int held = strcmp(argv[2], "--holdout") == 0;
     const int keys = strcmp(argv[2], "--keys") == 0;
     if (keys && argc < 4)
         return usage();
@@ -199,6 +259,8 @@ int main(int argc, char **argv)
         return selection_cost(argv[1], described ? &spec : NULL);
     if (keys)
         return choices(argv[1], argv[3], described ? &spec : NULL);
+    if (held)
+        return holdout(argv[1], described ? &spec : NULL);
     ktune_choice c;
     ktune_status st = ktune_explain(argv[1], argv[2], described ? &spec : NULL, &c);
     if (st != KTUNE_OK) {

@@ -79,6 +79,7 @@ typedef struct {
     double min_sample_us, screen_min_sample_us, screen_cut, final_margin, warmup_us, config_timeout,
         threshold, shape_budget, run_budget;
     int apply, verbose, force, retime, check, list, library_all, force_retune, untuned_form, fresh;
+    int holdout;
     char command_line[2048];
 } options;
 
@@ -214,6 +215,10 @@ static const option_spec option_table[] = {
     OPT("--device", OPT_TEXT, device, 0, 0, "explain", "NAME", "the device described"),
     OPT("--sms", OPT_INT, sms, 1, 100000, "explain", "N", "its SM count"),
     OPT("--cc", OPT_INT, cc, 10, 1000, "explain", "C", "its compute capability (90 for 9.0)"),
+    OPT("--holdout", OPT_FLAG, holdout, 0, 0, "explain", "",
+        "instead of a KEY: each key of the device's table left out and voted\n"
+        "for by the others (step 3 of ktune.h), the pick against what that\n"
+        "key's row measured (its answer and runner-ups)"),
     OPT("--list", OPT_FLAG, list, 0, 0, "expand", "", "print every config and shape"),
     OPT("--untuned-form", OPT_FLAG, untuned_form, 0, 0, "expand", "",
         "print only the shapes, as --untuned reads them"),
@@ -1238,9 +1243,11 @@ static int cmd_show(const options *o, const ktune_space *s)
  * the device's committed table unless given. */
 static int cmd_explain(const options *o, const ktune_space *s)
 {
-    if (o->npositionals != 2)
-        return usage_error("explain needs a family and a key, e.g. ktune explain softmax "
-                           "'dtype=f16 rows=4 cols=1000'%s", "");
+    if (o->npositionals != (o->holdout ? 1 : 2))
+        return usage_error(o->holdout ? "explain --holdout needs a family and no key%s"
+                                      : "explain needs a family and a key, e.g. ktune explain "
+                                        "softmax 'dtype=f16 rows=4 cols=1000'%s",
+                           "");
     int sms = o->sms, cc = o->cc;
     if (o->device && (!sms || !cc)) {
         registries r;
@@ -1267,7 +1274,8 @@ static int cmd_explain(const options *o, const ktune_space *s)
     }
     snprintf(sms_text, sizeof sms_text, "%d", sms);
     snprintf(cc_text, sizeof cc_text, "%d", cc);
-    char *args[] = {program, (char *)s->family, (char *)o->positionals[1], "--device",
+    char *args[] = {program, (char *)s->family,
+                    o->holdout ? "--holdout" : (char *)o->positionals[1], "--device",
                     (char *)o->device, "--sms", sms_text, "--cc", cc_text, NULL};
     if (!o->device)
         args[3] = NULL;

@@ -349,11 +349,12 @@ static void vote_candidate(const ktune_family *f, const ktune_table *t, const vo
     }
 }
 
-/* The instance the neighbours vote for, -1 where no row of table ti has an answer valid for key;
- * *row is the nearest row that measured it, *score the mean of its votes without the cost model
- * (how much slower than the rows' answers it was where they measured it). */
+/* The instance the neighbours vote for, -1 where no row of table ti but row `skip` (-1: none) has
+ * an answer valid for key; *row is the nearest row that measured it, *score the mean of its votes
+ * without the cost model (how much slower than the rows' answers it was where they measured
+ * it). */
 static int vote_answer(const ktune_family *f, int ti, const int64_t *key, const ktune_device *dev,
-                       int *row, double *score)
+                       int skip, int *row, double *score)
 {
     const ktune_table *t = f->tables[ti];
     vote_row near[KTUNE_VOTE_ROWS];
@@ -361,7 +362,8 @@ static int vote_answer(const ktune_family *f, int ti, const int64_t *key, const 
     *score = 0;
     for (int r = 0; r < t->nrows; r++) {
         const double d = vote_distance(f, key, t->rows[r].key);
-        if (!isfinite(d) || (nnear == KTUNE_VOTE_ROWS && d >= near[nnear - 1].dist))
+        if (r == skip || !isfinite(d) ||
+            (nnear == KTUNE_VOTE_ROWS && d >= near[nnear - 1].dist))
             continue;
         vote_row v;
         vote_row_fill(f, ti, r, key, dev, &v);
@@ -437,7 +439,21 @@ int ktune__select_row(const ktune_family *f, const int64_t *key, const ktune_dev
     const int exact = exact_row(f, *table, key, dev);
     if (exact >= 0)
         return exact;
-    return vote_answer(f, *table, key, dev, &row, &score) >= 0 ? row : -1;
+    return vote_answer(f, *table, key, dev, -1, &row, &score) >= 0 ? row : -1;
+}
+
+int ktune__select_table(const ktune_family *f, const ktune_device *dev)
+{
+    return table_for(f, dev);
+}
+
+int ktune__select_holdout(const ktune_family *f, const ktune_device *dev, int ti, int r)
+{
+    int row;
+    double score;
+    if (ti < 0 || ti >= f->ntables || r < 0 || r >= f->tables[ti]->nrows)
+        return -1;
+    return vote_answer(f, ti, f->tables[ti]->rows[r].key, dev, r, &row, &score);
 }
 
 int ktune__select_nearest(const ktune_family *f, const int64_t *key, const ktune_device *dev)
@@ -524,7 +540,7 @@ static ktune_status select_locked(const ktune_family *f, const int64_t *key,
         }
         int row;
         double score;
-        const int voted = vote_answer(f, ti, key, dev, &row, &score);
+        const int voted = vote_answer(f, ti, key, dev, -1, &row, &score);
         if (voted >= 0) {
             char neartext[160];
             ktune__key_format(f, t->rows[row].key, neartext, sizeof neartext);

@@ -28,6 +28,14 @@ int ktune__select_row(const ktune_family *family, const int64_t *key, const ktun
 int ktune__select_nearest(const ktune_family *family, const int64_t *key,
                           const ktune_device *device);
 
+/* The index of the table ktune__select answers from on device (step 1 of ktune/ktune.h), or -1. */
+int ktune__select_table(const ktune_family *family, const ktune_device *device);
+
+/* The instance the nearest keys' vote (step 3) picks for the key of row r of table ti with that
+ * row left out: what the library would launch had that key not been tuned; -1 where it picks
+ * none (a default would answer). `ktune explain --holdout` measures the vote by it. */
+int ktune__select_holdout(const ktune_family *family, const ktune_device *device, int ti, int r);
+
 /* Index of the instance named name, or -1. */
 int ktune__instance_find(const ktune_family *family, const char *name);
 /* Whether instance i serves key on dev: compiled for the key's instantiated values
