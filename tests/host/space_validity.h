@@ -34,7 +34,7 @@ static inline int param_index(const ktune_space_variant *v, const char *name)
 }
 
 /* The limits of a device, in the order expressions name them. */
-static void space_device_limits(const ktune_device *d, int64_t limits[KTUNE_NLIMITS])
+static inline void space_device_limits(const ktune_device *d, int64_t limits[KTUNE_NLIMITS])
 {
     int i = 0;
 #define KTUNE_LIMIT_COPY(name, type, what) limits[i++] = (int64_t)d->name;
@@ -74,8 +74,8 @@ static long space_validity_disagreements(const ktune_space *s, ktune_valid_fn ge
 /* Returns the (config, shape) pairs where the generated cost model and the interpreted one
  * disagree on device d, or where either is not positive (the first few are named on stderr);
  * *agree counts the others. Every variant of the space must have a model. */
-static long space_cost_disagreements(const ktune_space *s, ktune_cost_fn generated,
-                                     const ktune_device *d, long *agree)
+static inline long space_cost_disagreements(const ktune_space *s, ktune_cost_fn generated,
+                                            const ktune_device *d, long *agree)
 {
     long disagree = 0;
     int64_t limits[KTUNE_NLIMITS];
