@@ -3,15 +3,16 @@
 # ktune-explain, on the registry's device described) picks the registry's config, exactly.
 # usage: explain.sh KTUNE REGISTRY_DIR
 set -u
+. "$(dirname "$0")/registry_lines.sh"
 ktune=$1 dir=$2
 fail=0 checked=0
 for reg in "$dir"/*/*.yaml; do
   family=$(basename "$reg" .yaml)
-  device=$(sed -n 's/^device: {name: "\(.*\)", sms: .*/\1/p' "$reg")
+  device=$(registry_device "$reg")
   # the first, a middle and the last entry: their key fields, then the config
-  total=$(grep '^  - {' "$reg" | grep -vc '^  - {id:')
+  total=$(registry_entries "$reg" | wc -l)
   for n in 1 $(( (total + 1) / 2 )) "$total"; do
-    line=$(grep '^  - {' "$reg" | grep -v '^  - {id:' | sed -n "${n}p")
+    line=$(registry_entries "$reg" | sed -n "${n}p")
     [ -n "$line" ] || continue
     fields=${line#*\{}
     key=$(sed 's/, config:.*//; s/: /=/g; s/, / /g' <<<"$fields")

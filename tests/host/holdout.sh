@@ -5,12 +5,13 @@
 # is one of that key's runner-ups in the registry, at the ratio of the two recorded times.
 # usage: holdout.sh KTUNE REGISTRY_DIR
 set -u
+. "$(dirname "$0")/registry_lines.sh"
 ktune=$1 dir=$2
 fail=0 checked=0
 for reg in "$dir"/*/*.yaml; do
   family=$(basename "$reg" .yaml)
-  device=$(sed -n 's/^device: {name: "\(.*\)", sms: .*/\1/p' "$reg")
-  entries=$(grep '^  - {' "$reg" | grep -vc '^  - {id:')
+  device=$(registry_device "$reg")
+  entries=$(registry_entries "$reg" | wc -l)
   out=$("$ktune" explain "$family" --holdout --device "$device" 2>&1) ||
     { echo "FAIL: $family on $device: $out"; fail=1; continue; }
   summary=$(tail -n 1 <<<"$out")
@@ -30,7 +31,7 @@ for reg in "$dir"/*/*.yaml; do
   config=$(sed -E 's/^  [^:]*: ([^,]*), a runner-up.*/\1/' <<<"$pick")
   ratio=$(sed -E 's/.* at ([0-9.]+)x the speed.*/\1/' <<<"$pick")
   fields=$(sed 's/=/: /g; s/ \([a-z_]*: \)/, \1/g' <<<"$key")
-  entry=$(grep -F -- "- {$fields, config: " "$reg" | head -n 1)
+  entry=$(registry_entries "$reg" | grep -F -- "- {$fields, config: " | head -n 1)
   answer_us=$(sed -E 's/.*, us: ([0-9.]+), .*/\1/' <<<"${entry%%runner_ups*}")
   runner_us=$(grep -oE "\{config: $config, us: [0-9.]+\}" <<<"$entry" | sed -E 's/.*us: ([0-9.]+)\}/\1/')
   if [ -z "$entry" ] || [ -z "$runner_us" ] ||
