@@ -30,16 +30,24 @@ static int int64_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The index of v's parameter `name`, or -1 (also where v is NULL). */
+static int variant_param(const ktune_space_variant *v, const char *name)
+{
+    for (int i = 0; v && i < v->nparams; i++)
+        if (strcmp(v->params[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
 int ktune_space_resolve(void *vctx, const char *name, ktune_ref_kind *kind, int *index)
 {
     ktune_space_resolve_ctx *ctx = vctx;
-    if (ctx->variant)
-        for (int i = 0; i < ctx->variant->nparams; i++)
-            if (strcmp(ctx->variant->params[i].name, name) == 0) {
-                *kind = KTUNE_REF_PARAM;
-                *index = i;
-                return 0;
-            }
+    const int param = variant_param(ctx->variant, name);
+    if (param >= 0) {
+        *kind = KTUNE_REF_PARAM;
+        *index = param;
+        return 0;
+    }
     for (int d = 0; d < ctx->space->nkey; d++) {
         const ktune_space_dim *dim = &ctx->space->key[d];
         char bytes[KTUNE_NAME_MAX + 8], bits[KTUNE_NAME_MAX + 8];
@@ -91,10 +99,7 @@ static int name_taken(const ktune_space *s, const ktune_space_variant *v, const 
     for (int i = 0; i < KTUNE_NLIMITS; i++)
         if (strcmp(ktune_limit_names[i], name) == 0)
             return 1;
-    for (int i = 0; v && i < v->nparams; i++)
-        if (strcmp(v->params[i].name, name) == 0)
-            return 1;
-    return strcmp(name, "variant") == 0;
+    return variant_param(v, name) >= 0 || strcmp(name, "variant") == 0;
 }
 
 static int load_key(const char *file, const ktune_node *n, ktune_space *s, ktune_err *err)
@@ -320,15 +325,11 @@ static int resolve_twins(const char *file, const ktune_node *variants, ktune_spa
             return ktune_fail_at(err, file, twin->line, twin->col,
                                  "twin '%s' is not another variant of the space", twin->value);
         const ktune_space_variant *w = &s->variants[v->twin];
-        for (int p = 0; p < w->nparams; p++) {
-            int shared = 0;
-            for (int q = 0; q < v->nparams && !shared; q++)
-                shared = strcmp(v->params[q].name, w->params[p].name) == 0;
-            if (!shared)
+        for (int p = 0; p < w->nparams; p++)
+            if (variant_param(v, w->params[p].name) < 0)
                 return ktune_fail_at(err, file, twin->line, twin->col,
                                      "twin '%s' has parameter '%s', which variant '%s' has not",
                                      w->name, w->params[p].name, v->name);
-        }
     }
     return 0;
 }
@@ -411,10 +412,8 @@ static void config_twins(ktune_space *s)
             continue;
         const ktune_space_variant *w = &s->variants[v->twin];
         int64_t values[KTUNE_MAX_PARAMS];
-        for (int p = 0; p < w->nparams; p++)
-            for (int q = 0; q < v->nparams; q++)
-                if (strcmp(v->params[q].name, w->params[p].name) == 0)
-                    values[p] = cf->params[q];
+        for (int p = 0; p < w->nparams; p++) /* each is one of v's (resolve_twins) */
+            values[p] = cf->params[variant_param(v, w->params[p].name)];
         char name[KTUNE_CONFIG_NAME_MAX];
         if (config_name(w, values, name, sizeof name) == 0)
             cf->twin = ktune_space_find_config(s, name);
