@@ -2,7 +2,7 @@
  * variant (kernels/matmul/matmul_wgmma.cuh, whose TMA, barrier and descriptor wrappers it uses)
  * on 8-bit operands: wgmma's k32 instructions, four to a 128-byte swizzled row (128 k), int8 into
  * int32 accumulators (exact) or fp8 e4m3 into fp32, each 128-k slice's fp8 sums added into fp32
- * totals by the consumer (at most 64 accumulators of each a thread).
+ * totals by the consumer (at most 96 accumulators of each a thread).
  *
  * The epilogue: each consumer loads its tile's scales of W and bias (BN columns) and scales of A
  * (its rows) into registers as the tile starts, so that the loads complete under the tile's
@@ -78,12 +78,14 @@ __device__ __forceinline__ float qwgmma_epilogue_input(const ktune_qmatmul_epilo
     KTUNE_QWGMMA_R64 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "    \
                      "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, " \
                      "%61, %62, %63"
-#define KTUNE_QWGMMA_R256                                                                          \
+#define KTUNE_QWGMMA_R192                                                                          \
     KTUNE_QWGMMA_R128 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, "   \
                       "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "     \
-                      "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, "     \
-                      "%105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, "   \
-                      "%117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+                      "%92, %93, %94, %95"
+#define KTUNE_QWGMMA_R256                                                                          \
+    KTUNE_QWGMMA_R192 ", %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, "     \
+                      "%108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, "   \
+                      "%120, %121, %122, %123, %124, %125, %126, %127"
 #define KTUNE_QWGMMA_V4(C, i) C(d[i]), C(d[i + 1]), C(d[i + 2]), C(d[i + 3])
 #define KTUNE_QWGMMA_V8(C, i) KTUNE_QWGMMA_V4(C, i), KTUNE_QWGMMA_V4(C, i + 4)
 #define KTUNE_QWGMMA_V32(C, i)                                                                     \
@@ -95,9 +97,9 @@ __device__ __forceinline__ float qwgmma_epilogue_input(const ktune_qmatmul_epilo
 #define KTUNE_QWGMMA_D32(C) KTUNE_QWGMMA_V8(C, 0), KTUNE_QWGMMA_V8(C, 8)
 #define KTUNE_QWGMMA_D64(C) KTUNE_QWGMMA_V32(C, 0)
 #define KTUNE_QWGMMA_D128(C) KTUNE_QWGMMA_V32(C, 0), KTUNE_QWGMMA_V32(C, 32)
-#define KTUNE_QWGMMA_D256(C)                                                                       \
-    KTUNE_QWGMMA_V32(C, 0), KTUNE_QWGMMA_V32(C, 32), KTUNE_QWGMMA_V32(C, 64),                     \
-        KTUNE_QWGMMA_V32(C, 96)
+#define KTUNE_QWGMMA_D192(C)                                                                       \
+    KTUNE_QWGMMA_V32(C, 0), KTUNE_QWGMMA_V32(C, 32), KTUNE_QWGMMA_V32(C, 64)
+#define KTUNE_QWGMMA_D256(C) KTUNE_QWGMMA_D192(C), KTUNE_QWGMMA_V32(C, 96)
 #define KTUNE_QWGMMA_INT(x) "+r"(x)
 #define KTUNE_QWGMMA_FLOAT(x) "+f"(x)
 /* d (64 x N) = a (64 x 32) * b (N x 32)^T (+ d where accumulate is not 0) on descriptors; A, B,
@@ -134,8 +136,10 @@ __device__ __forceinline__ void wgmma_m64k32(typename accumulator<Q>::type (&d)[
         OP(64, 32, 33, 34);                                                                        \
     else if constexpr (N == 128)                                                                   \
         OP(128, 64, 65, 66);                                                                       \
+    else if constexpr (N == 192)                                                                   \
+        OP(192, 96, 97, 98);                                                                       \
     else {                                                                                         \
-        static_assert(N == 256, "N of 8, 16, 32, 64, 128 or 256");                                 \
+        static_assert(N == 256, "N of 8, 16, 32, 64, 128, 192 or 256");                            \
         OP(256, 128, 129, 130);                                                                    \
     }
     if constexpr (std::is_same<Q, int8_t>::value) {
@@ -154,6 +158,7 @@ __device__ __forceinline__ void wgmma_m64k32(typename accumulator<Q>::type (&d)[
 #undef KTUNE_QWGMMA_FLOAT
 #undef KTUNE_QWGMMA_INT
 #undef KTUNE_QWGMMA_D256
+#undef KTUNE_QWGMMA_D192
 #undef KTUNE_QWGMMA_D128
 #undef KTUNE_QWGMMA_D64
 #undef KTUNE_QWGMMA_D32
@@ -163,6 +168,7 @@ __device__ __forceinline__ void wgmma_m64k32(typename accumulator<Q>::type (&d)[
 #undef KTUNE_QWGMMA_V8
 #undef KTUNE_QWGMMA_V4
 #undef KTUNE_QWGMMA_R256
+#undef KTUNE_QWGMMA_R192
 #undef KTUNE_QWGMMA_R128
 #undef KTUNE_QWGMMA_R64
 #undef KTUNE_QWGMMA_R32
@@ -281,8 +287,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
      * done. Where the registers hold a second set (PAIRS: at most 64 accumulators a set, one or
      * two consumers), the stages are taken two at a time, the second's multiplies issued before
      * the first's sums are added, so that the tensor cores work while the consumer adds; three
-     * consumers (152 registers a thread) have no room for it, and keep the tensor cores busy with
-     * the other two's multiplies instead. Nothing stays in flight from one iteration into the
+     * consumers (152 registers a thread) and sets of 96 (64 x 192 pieces) have no room for it,
+     * and keep the tensor cores busy with the other consumers' multiplies instead. Nothing stays in flight from one iteration into the
      * next: where sums are read in a later iteration than the one that issued their multiplies,
      * ptxas serializes every multiply of the kernel (its warning C7514). */
     constexpr bool PROMOTE = !std::is_same<Q, int8_t>::value;
@@ -448,9 +454,9 @@ template <int BM, int BN, int CONSUMERS, int STAGES, int SPLIT> struct qwgmma_la
     {
         if (!KTUNE_SM90A) /* the kernel has no code in this build */
             return cudaErrorNotSupported;
-        /* fp8 holds a second set of accumulators (the fp32 totals): at most 64 of each a thread
+        /* fp8 holds a second set of accumulators (the fp32 totals): at most 96 of each a thread
          * (the kernel is not even compiled beyond) */
-        if constexpr (!std::is_same<Q, int8_t>::value && BM / CONSUMERS / 64 * BN > 128)
+        if constexpr (!std::is_same<Q, int8_t>::value && BM / CONSUMERS / 64 * BN > 192)
             return cudaErrorNotSupported;
         else
             return launch<Q, O>(a, w, c, m, n, k, ep, s);
