@@ -31,8 +31,8 @@ int main(int argc, char **argv)
         tailsplit += s.configs[i].variant == KTUNE_MATMUL_VARIANT_TAILSPLIT;
         dot += s.configs[i].variant == KTUNE_MATMUL_VARIANT_DOT;
     }
-    /* (bm, bn, consumers): 5 with one consumer and 5 with two, x 4 stage counts */
-    CHECK(wgmma == 40);
+    /* (bm, bn, consumers): 6 with one consumer and 6 with two, x 4 stage counts */
+    CHECK(wgmma == 48);
     /* 2 bm x 8 bn x 2 stage counts x 4 splits, less bm 128 with bn 192 or 256 (more than 128
      * accumulators a thread) */
     CHECK(wgemv == 112);
