@@ -288,9 +288,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
      * two consumers), the stages are taken two at a time, the second's multiplies issued before
      * the first's sums are added, so that the tensor cores work while the consumer adds; three
      * consumers (152 registers a thread) and sets of 96 (64 x 192 pieces) have no room for it,
-     * and keep the tensor cores busy with the other consumers' multiplies instead. Nothing stays in flight from one iteration into the
-     * next: where sums are read in a later iteration than the one that issued their multiplies,
-     * ptxas serializes every multiply of the kernel (its warning C7514). */
+     * and keep the tensor cores busy with the other consumers' multiplies instead. Nothing stays
+     * in flight from one iteration into the next: where sums are read in a later iteration than
+     * the one that issued their multiplies, ptxas serializes every multiply of the kernel (its
+     * warning C7514). */
     constexpr bool PROMOTE = !std::is_same<Q, int8_t>::value;
     constexpr bool PAIRS = PROMOTE && CONSUMERS < 3 && FM * BN / 2 <= 64;
     acc_t d[FM][BN / 2];

@@ -134,14 +134,14 @@ static long long check_output(const problem &p, int64_t *first)
 }
 
 /* Whether the fp8 form of a config is refused by design: tiles of more than 64 accumulators a
- * thread (qmatmul_mma.cuh, qmatmul_wgmma.cuh). */
+ * thread on mma.sync (qmatmul_mma.cuh), of more than 96 on wgmma (qmatmul_wgmma.cuh). */
 static bool fp8_refused(const ktune_instance *in)
 {
     const int64_t *p = in->params;
     if (in->variant == KTUNE_QMATMUL_VARIANT_MMA) /* bm, bn, bk, wm, wn, stages, split */
         return (p[0] / p[3]) * (p[1] / p[4]) / 32 > 64;
     if (in->variant == KTUNE_QMATMUL_VARIANT_WGMMA) /* bm, bn, consumers, stages */
-        return p[0] / p[2] / 64 * p[1] > 128;
+        return p[0] / p[2] / 64 * p[1] > 192;
     return false;
 }
 
