@@ -1285,23 +1285,45 @@ static int cmd_explain(const options *o, const ktune_space *s)
     return KTUNE_EXIT_FAILED;
 }
 
+/* What ktune bench's choices for keys take: the space, and the registry folder whose table for the
+ * device the library must hold (ktune apply rewrites the header; the library holds the new table
+ * only once rebuilt, and until then it answers for the old one). */
+typedef struct {
+    const ktune_space *space;
+    const char *registry_dir;
+} library_choices_ctx;
+
 /* ktune bench's choices for keys (ktune_bench_choose_fn): ktune-explain --keys, beside this
- * program and linked with the library, on the worker's device as its hello describes it. */
+ * program and linked with the library, on the worker's device as its hello describes it. Where
+ * the registry folder has a table for the device, the library must answer each of its keys with
+ * its config, exactly: else an error that says to rebuild, so that no bench measures choices of
+ * another table than the one it names. */
 static int library_choices(void *ctx, const ktune_hello *dev, int n, const ktune_space_shape *keys,
                            ktune_bench_choice *out, ktune_err *err)
 {
-    const ktune_space *s = ctx;
-    char path[] = "/tmp/ktune-keys-XXXXXX", program[4096];
+    const library_choices_ctx *lc = ctx;
+    const ktune_space *s = lc->space;
+    char path[] = "/tmp/ktune-keys-XXXXXX", program[4096], table[4400], slug[256];
     char sms[24], cc[24], threads[24], smem[24], l2[24];
+    char differs[1400] = "";
     ktune_buf text = {0};
-    int rc = -1, got = 0, bad = 0, status;
+    ktune_registry reg;
+    memset(&reg, 0, sizeof reg);
+    int rc = -1, got = 0, bad = 0, status, ndiffer = 0;
+    ktune_device_slug(dev->name, slug, sizeof slug, '-');
+    snprintf(table, sizeof table, "%.4000s/%s/%s.yaml", lc->registry_dir, slug, s->family);
+    if (access(table, F_OK) == 0 && ktune_registry_load(table, s, &reg, err))
+        return -1;
+    const int total = n + reg.nentries; /* the bench's keys, then the table's */
     const int fd = mkstemp(path);
-    if (fd < 0)
-        return ktune_fail(err, "bench: cannot create a temporary file: %s", strerror(errno));
+    if (fd < 0) {
+        ktune_fail(err, "bench: cannot create a temporary file: %s", strerror(errno));
+        goto done;
+    }
     FILE *f = fdopen(fd, "w");
-    for (int i = 0; f && i < n; i++) {
+    for (int i = 0; f && i < total; i++) {
         char key[512];
-        ktune_space_key_format(s, keys[i].key, key, sizeof key);
+        ktune_space_key_format(s, i < n ? keys[i].key : reg.entries[i - n].key, key, sizeof key);
         fprintf(f, "%s\n", key);
     }
     if (!f || fclose(f) != 0) {
@@ -1326,14 +1348,27 @@ static int library_choices(void *ctx, const ktune_hello *dev, int n, const ktune
         if (next)
             *next++ = '\0';
         char config[512], reason[512], nearest[512];
-        bad = got == n || strlen(line) >= sizeof config ||
+        bad = got == total || strlen(line) >= sizeof config ||
               sscanf(line, "%511s %511s %511s", config, reason, nearest) != 3 ||
-              !ktune_is_identifier(config, sizeof out[got].config - 1) ||
-              !ktune_is_identifier(reason, sizeof out[got].reason - 1) ||
+              !ktune_is_identifier(config, sizeof out[0].config - 1) ||
+              !ktune_is_identifier(reason, sizeof out[0].reason - 1) ||
               (strcmp(nearest, "-") != 0 &&
-               !ktune_is_identifier(nearest, sizeof out[got].nearest - 1));
+               !ktune_is_identifier(nearest, sizeof out[0].nearest - 1));
         if (bad)
             break;
+        if (got >= n) { /* a key of the table: its own config, exactly */
+            const ktune_entry *e = &reg.entries[got - n];
+            if ((strcmp(reason, "exact") != 0 || strcmp(config, e->config) != 0) &&
+                ndiffer++ == 0) {
+                char key[512];
+                ktune_space_key_format(s, e->key, key, sizeof key);
+                snprintf(differs, sizeof differs,
+                         "%.400s: the library's %.300s (%s), the table's %.300s", key, config,
+                         reason, e->config);
+            }
+            got++;
+            continue;
+        }
         /* each checked to fit above */
         snprintf(out[got].config, sizeof out[got].config, "%.*s",
                  (int)sizeof out[got].config - 1, config);
@@ -1343,15 +1378,24 @@ static int library_choices(void *ctx, const ktune_hello *dev, int n, const ktune
                  (int)sizeof out[got].nearest - 1, strcmp(nearest, "-") == 0 ? "" : nearest);
         got++;
     }
-    if (status != 0 || bad || got != n) {
+    if (status != 0 || bad || got != total) {
         ktune_fail(err, "bench: %s %s --keys failed (status %d, %d of %d choices%s)", program,
-                   s->family, status, got, n, bad ? ", a line that is not one" : "");
+                   s->family, status, got, total, bad ? ", a line that is not one" : "");
+        goto done;
+    }
+    if (ndiffer) {
+        ktune_fail(err, "bench: the library does not hold the table of %s: it answers %d of its "
+                        "%d keys otherwise (%s); rebuild the library since the last ktune apply "
+                        "(cmake --build), or name with --registry-dir the folder it was built from",
+                   table, ndiffer, reg.nentries, differs);
         goto done;
     }
     rc = 0;
 done:
     ktune_buf_free(&text);
-    unlink(path);
+    ktune_registry_free(&reg);
+    if (fd >= 0)
+        unlink(path);
     return rc;
 }
 
@@ -1509,7 +1553,8 @@ int main(int argc, char **argv)
         /* shapes named on the command line: the library's choice for each, tuned or not */
         const int named = o.keys || o.untuned || o.shapes || o.random_models || o.model ||
                           o.out_in_features || o.batch_sizes || o.seq_lengths || o.where;
-        const ktune_bench_keys keys = {library_choices, &s};
+        library_choices_ctx lc = {&s, o.registry_dir};
+        const ktune_bench_keys keys = {library_choices, &lc};
         rc = ktune_bench_run(&s, o.registry_dir, &w, named ? &keys : NULL, o.config_timeout * 10,
                              out, o.plot, stdout, &err);
         if (rc == 0)

@@ -130,6 +130,9 @@ int main(int argc, char **argv)
                          "13.0", "13.0", ""};
     snprintf(hello.uuid, sizeof hello.uuid, "GPU-00000000-0000-0000-0000-%012d",
              device < 0 ? 0 : device % 1000000);
+    if (getenv("KTUNE_SIM_DEVICE_NAME")) /* a real device's name, whose table the library has */
+        snprintf(hello.name, sizeof hello.name, "%.*s", (int)sizeof hello.name - 1,
+                 getenv("KTUNE_SIM_DEVICE_NAME"));
     if (ktune_hello_format(&hello, line, sizeof line) > 0)
         fputs(line, stdout);
     fflush(stdout);
