@@ -6,6 +6,7 @@
 # the check lets through fails later, at the worker.
 #   bench_library_table.sh KTUNE WORKER_SIM GENERATED_DIR WORK_DIR
 set -u
+. "$(dirname "$0")/registry_lines.sh"
 ktune=$1 worker=$2 generated=$3 work=$4
 device="NVIDIA H100 80GB HBM3" slug=nvidia-h100-80gb-hbm3
 fails=0
@@ -17,9 +18,8 @@ line=$(grep -m1 -n 'config: wgmma_bm128_bn192_consumers2_stages4,' "$generated/$
 [ -n "$line" ] || { echo "FAIL: no entry of wgmma_bm128_bn192_consumers2_stages4 in the table"; exit 1; }
 sed "${line}s/config: wgmma_bm128_bn192_consumers2_stages4,/config: wgmma_bm256_bn128_consumers2_stages4,/" \
   "$generated/$slug/matmul.yaml" >"$work/other/$slug/matmul.yaml"
-entries=$(sed -n '/^entries:/,$p' "$generated/$slug/matmul.yaml" | grep -c '^  - {')
-key=$(sed -n "${line}p" "$generated/$slug/matmul.yaml" |
-  sed -E 's/.*dtype: ([a-z0-9_]+), m: ([0-9]+), n: ([0-9]+), k: ([0-9]+),.*/dtype=\1 m=\2 n=\3 k=\4/')
+entries=$(registry_entries "$generated/$slug/matmul.yaml" | wc -l)
+key=$(registry_key "$(sed -n "${line}p" "$generated/$slug/matmul.yaml")")
 bench() { # registry folder: the bench's output
   KTUNE_SIM_DEVICE_NAME="$device" "$ktune" bench matmul --worker "$worker" \
     --key 'dtype=bf16,m=3,n=4096,k=4096' --registry-dir "$1" --out "$work/bench.csv" 2>&1

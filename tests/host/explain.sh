@@ -14,9 +14,8 @@ for reg in "$dir"/*/*.yaml; do
   for n in 1 $(( (total + 1) / 2 )) "$total"; do
     line=$(registry_entries "$reg" | sed -n "${n}p")
     [ -n "$line" ] || continue
-    fields=${line#*\{}
-    key=$(sed 's/, config:.*//; s/: /=/g; s/, / /g' <<<"$fields")
-    config=$(sed 's/, us: .*//; s/.*config: //' <<<"$fields")
+    key=$(registry_key "$line")
+    config=$(sed 's/, us: .*//; s/.*config: //' <<<"$line")
     out=$("$ktune" explain "$family" "$key" --device "$device" 2>&1)
     checked=$((checked + 1))
     grep -q ": $config (exact; table of $device," <<<"$out" ||
