@@ -51,42 +51,44 @@ __device__ __forceinline__ uint64_t wgmma_desc_n_major(uint32_t addr, uint32_t p
            | (uint64_t)1 << 62;                     /* 128-byte swizzle */
 }
 
+/* wgmma's accumulator operands for N = 8 and every multiple of 16 up to 256: R<N> lists the
+ * N / 2 operand numbers, D<N> binds them to d[0 .. N / 2 - 1]. */
 #define KTUNE_WGMMA_R8 "%0, %1, %2, %3"
 #define KTUNE_WGMMA_R16 KTUNE_WGMMA_R8 ", %4, %5, %6, %7"
 #define KTUNE_WGMMA_R32 KTUNE_WGMMA_R16 ", %8, %9, %10, %11, %12, %13, %14, %15"
-#define KTUNE_WGMMA_R64                                                                            \
-    KTUNE_WGMMA_R32 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "     \
-                    "%30, %31"
-#define KTUNE_WGMMA_R96                                                                            \
-    KTUNE_WGMMA_R64 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "     \
-                    "%46, %47"
-#define KTUNE_WGMMA_R128                                                                           \
-    KTUNE_WGMMA_R64 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "     \
-                    "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, "  \
-                    "%61, %62, %63"
-#define KTUNE_WGMMA_R192                                                                           \
-    KTUNE_WGMMA_R128 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, "    \
-                     "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, " \
-                     "%93, %94, %95"
-#define KTUNE_WGMMA_R256                                                                           \
-    KTUNE_WGMMA_R128 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, "    \
-                     "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, " \
-                     "%93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, "     \
-                     "%106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, "    \
-                     "%118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define KTUNE_WGMMA_R48 KTUNE_WGMMA_R32 ", %16, %17, %18, %19, %20, %21, %22, %23"
+#define KTUNE_WGMMA_R64 KTUNE_WGMMA_R48 ", %24, %25, %26, %27, %28, %29, %30, %31"
+#define KTUNE_WGMMA_R80 KTUNE_WGMMA_R64 ", %32, %33, %34, %35, %36, %37, %38, %39"
+#define KTUNE_WGMMA_R96 KTUNE_WGMMA_R80 ", %40, %41, %42, %43, %44, %45, %46, %47"
+#define KTUNE_WGMMA_R112 KTUNE_WGMMA_R96 ", %48, %49, %50, %51, %52, %53, %54, %55"
+#define KTUNE_WGMMA_R128 KTUNE_WGMMA_R112 ", %56, %57, %58, %59, %60, %61, %62, %63"
+#define KTUNE_WGMMA_R144 KTUNE_WGMMA_R128 ", %64, %65, %66, %67, %68, %69, %70, %71"
+#define KTUNE_WGMMA_R160 KTUNE_WGMMA_R144 ", %72, %73, %74, %75, %76, %77, %78, %79"
+#define KTUNE_WGMMA_R176 KTUNE_WGMMA_R160 ", %80, %81, %82, %83, %84, %85, %86, %87"
+#define KTUNE_WGMMA_R192 KTUNE_WGMMA_R176 ", %88, %89, %90, %91, %92, %93, %94, %95"
+#define KTUNE_WGMMA_R208 KTUNE_WGMMA_R192 ", %96, %97, %98, %99, %100, %101, %102, %103"
+#define KTUNE_WGMMA_R224 KTUNE_WGMMA_R208 ", %104, %105, %106, %107, %108, %109, %110, %111"
+#define KTUNE_WGMMA_R240 KTUNE_WGMMA_R224 ", %112, %113, %114, %115, %116, %117, %118, %119"
+#define KTUNE_WGMMA_R256 KTUNE_WGMMA_R240 ", %120, %121, %122, %123, %124, %125, %126, %127"
 #define KTUNE_WGMMA_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 #define KTUNE_WGMMA_F8(i) KTUNE_WGMMA_F4(i), KTUNE_WGMMA_F4(i + 4)
-#define KTUNE_WGMMA_F32(i)                                                                         \
-    KTUNE_WGMMA_F8(i), KTUNE_WGMMA_F8(i + 8), KTUNE_WGMMA_F8(i + 16), KTUNE_WGMMA_F8(i + 24)
 #define KTUNE_WGMMA_D8 KTUNE_WGMMA_F4(0)
 #define KTUNE_WGMMA_D16 KTUNE_WGMMA_F8(0)
-#define KTUNE_WGMMA_D32 KTUNE_WGMMA_F8(0), KTUNE_WGMMA_F8(8)
-#define KTUNE_WGMMA_D64 KTUNE_WGMMA_F32(0)
-#define KTUNE_WGMMA_D96 KTUNE_WGMMA_F32(0), KTUNE_WGMMA_F8(32), KTUNE_WGMMA_F8(40)
-#define KTUNE_WGMMA_D128 KTUNE_WGMMA_F32(0), KTUNE_WGMMA_F32(32)
-#define KTUNE_WGMMA_D192 KTUNE_WGMMA_F32(0), KTUNE_WGMMA_F32(32), KTUNE_WGMMA_F32(64)
-#define KTUNE_WGMMA_D256                                                                           \
-    KTUNE_WGMMA_F32(0), KTUNE_WGMMA_F32(32), KTUNE_WGMMA_F32(64), KTUNE_WGMMA_F32(96)
+#define KTUNE_WGMMA_D32 KTUNE_WGMMA_D16, KTUNE_WGMMA_F8(8)
+#define KTUNE_WGMMA_D48 KTUNE_WGMMA_D32, KTUNE_WGMMA_F8(16)
+#define KTUNE_WGMMA_D64 KTUNE_WGMMA_D48, KTUNE_WGMMA_F8(24)
+#define KTUNE_WGMMA_D80 KTUNE_WGMMA_D64, KTUNE_WGMMA_F8(32)
+#define KTUNE_WGMMA_D96 KTUNE_WGMMA_D80, KTUNE_WGMMA_F8(40)
+#define KTUNE_WGMMA_D112 KTUNE_WGMMA_D96, KTUNE_WGMMA_F8(48)
+#define KTUNE_WGMMA_D128 KTUNE_WGMMA_D112, KTUNE_WGMMA_F8(56)
+#define KTUNE_WGMMA_D144 KTUNE_WGMMA_D128, KTUNE_WGMMA_F8(64)
+#define KTUNE_WGMMA_D160 KTUNE_WGMMA_D144, KTUNE_WGMMA_F8(72)
+#define KTUNE_WGMMA_D176 KTUNE_WGMMA_D160, KTUNE_WGMMA_F8(80)
+#define KTUNE_WGMMA_D192 KTUNE_WGMMA_D176, KTUNE_WGMMA_F8(88)
+#define KTUNE_WGMMA_D208 KTUNE_WGMMA_D192, KTUNE_WGMMA_F8(96)
+#define KTUNE_WGMMA_D224 KTUNE_WGMMA_D208, KTUNE_WGMMA_F8(104)
+#define KTUNE_WGMMA_D240 KTUNE_WGMMA_D224, KTUNE_WGMMA_F8(112)
+#define KTUNE_WGMMA_D256 KTUNE_WGMMA_D240, KTUNE_WGMMA_F8(120)
 /* d (64 x N, fp32) += a (64 x 16, descriptor da) * b (N x 16, descriptor db)^T; A, B, S are the
  * operand numbers of da, db and the scale-d flag (ACC: 1 accumulates, 0 overwrites). */
 #define KTUNE_WGMMA_(N, TY, A, B, S)                                                               \
@@ -120,28 +122,73 @@ __device__ __forceinline__ void wgmma_m64k16(float (&d)[N / 2], uint64_t da, uin
             KTUNE_WGMMA_(32, "bf16", 16, 17, 18);
         else
             KTUNE_WGMMA_(32, "f16", 16, 17, 18);
+    } else if constexpr (N == 48) {
+        if constexpr (bf16)
+            KTUNE_WGMMA_(48, "bf16", 24, 25, 26);
+        else
+            KTUNE_WGMMA_(48, "f16", 24, 25, 26);
     } else if constexpr (N == 64) {
         if constexpr (bf16)
             KTUNE_WGMMA_(64, "bf16", 32, 33, 34);
         else
             KTUNE_WGMMA_(64, "f16", 32, 33, 34);
+    } else if constexpr (N == 80) {
+        if constexpr (bf16)
+            KTUNE_WGMMA_(80, "bf16", 40, 41, 42);
+        else
+            KTUNE_WGMMA_(80, "f16", 40, 41, 42);
     } else if constexpr (N == 96) {
         if constexpr (bf16)
             KTUNE_WGMMA_(96, "bf16", 48, 49, 50);
         else
             KTUNE_WGMMA_(96, "f16", 48, 49, 50);
+    } else if constexpr (N == 112) {
+        if constexpr (bf16)
+            KTUNE_WGMMA_(112, "bf16", 56, 57, 58);
+        else
+            KTUNE_WGMMA_(112, "f16", 56, 57, 58);
     } else if constexpr (N == 128) {
         if constexpr (bf16)
             KTUNE_WGMMA_(128, "bf16", 64, 65, 66);
         else
             KTUNE_WGMMA_(128, "f16", 64, 65, 66);
+    } else if constexpr (N == 144) {
+        if constexpr (bf16)
+            KTUNE_WGMMA_(144, "bf16", 72, 73, 74);
+        else
+            KTUNE_WGMMA_(144, "f16", 72, 73, 74);
+    } else if constexpr (N == 160) {
+        if constexpr (bf16)
+            KTUNE_WGMMA_(160, "bf16", 80, 81, 82);
+        else
+            KTUNE_WGMMA_(160, "f16", 80, 81, 82);
+    } else if constexpr (N == 176) {
+        if constexpr (bf16)
+            KTUNE_WGMMA_(176, "bf16", 88, 89, 90);
+        else
+            KTUNE_WGMMA_(176, "f16", 88, 89, 90);
     } else if constexpr (N == 192) {
         if constexpr (bf16)
             KTUNE_WGMMA_(192, "bf16", 96, 97, 98);
         else
             KTUNE_WGMMA_(192, "f16", 96, 97, 98);
+    } else if constexpr (N == 208) {
+        if constexpr (bf16)
+            KTUNE_WGMMA_(208, "bf16", 104, 105, 106);
+        else
+            KTUNE_WGMMA_(208, "f16", 104, 105, 106);
+    } else if constexpr (N == 224) {
+        if constexpr (bf16)
+            KTUNE_WGMMA_(224, "bf16", 112, 113, 114);
+        else
+            KTUNE_WGMMA_(224, "f16", 112, 113, 114);
+    } else if constexpr (N == 240) {
+        if constexpr (bf16)
+            KTUNE_WGMMA_(240, "bf16", 120, 121, 122);
+        else
+            KTUNE_WGMMA_(240, "f16", 120, 121, 122);
     } else {
-        static_assert(N == 256, "N of 8, 16, 32, 64, 96, 128, 192 or 256");
+        static_assert(N == 256, "N of 8 or a multiple of 16 up to 256");
         if constexpr (bf16)
             KTUNE_WGMMA_(256, "bf16", 128, 129, 130);
         else
@@ -199,17 +246,38 @@ __device__ __forceinline__ void wgmma_m64k16_ra(float (&d)[N / 2], const uint32_
 #undef KTUNE_WGMMA_RA_
 #undef KTUNE_WGMMA_
 #undef KTUNE_WGMMA_D256
+#undef KTUNE_WGMMA_D240
+#undef KTUNE_WGMMA_D224
+#undef KTUNE_WGMMA_D208
+#undef KTUNE_WGMMA_D192
+#undef KTUNE_WGMMA_D176
+#undef KTUNE_WGMMA_D160
+#undef KTUNE_WGMMA_D144
 #undef KTUNE_WGMMA_D128
+#undef KTUNE_WGMMA_D112
+#undef KTUNE_WGMMA_D96
+#undef KTUNE_WGMMA_D80
 #undef KTUNE_WGMMA_D64
+#undef KTUNE_WGMMA_D48
 #undef KTUNE_WGMMA_D32
 #undef KTUNE_WGMMA_D16
 #undef KTUNE_WGMMA_D8
-#undef KTUNE_WGMMA_F32
 #undef KTUNE_WGMMA_F8
 #undef KTUNE_WGMMA_F4
 #undef KTUNE_WGMMA_R256
+#undef KTUNE_WGMMA_R240
+#undef KTUNE_WGMMA_R224
+#undef KTUNE_WGMMA_R208
+#undef KTUNE_WGMMA_R192
+#undef KTUNE_WGMMA_R176
+#undef KTUNE_WGMMA_R160
+#undef KTUNE_WGMMA_R144
 #undef KTUNE_WGMMA_R128
+#undef KTUNE_WGMMA_R112
+#undef KTUNE_WGMMA_R96
+#undef KTUNE_WGMMA_R80
 #undef KTUNE_WGMMA_R64
+#undef KTUNE_WGMMA_R48
 #undef KTUNE_WGMMA_R32
 #undef KTUNE_WGMMA_R16
 #undef KTUNE_WGMMA_R8

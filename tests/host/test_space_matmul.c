@@ -1,9 +1,9 @@
 /* The matmul space: its variants, the generated C validity check (matmul_space.h) agreeing with
  * the interpreter on every config, shape and device, the device limit sm90a included, and so the
  * cost models on every config and shape, and the twins of tailsplit's configs. The
- * wgmma, wgemv, splitk and tailsplit variants are valid only on a device that runs the build's
- * sm_90a code; splitk only where its tiles are few, tailsplit where they are a wave and a part;
- * dot (CUDA cores) on any device, for m up to 4. */
+ * wgmma, wgemv, splitk, tailsplit and transposed variants are valid only on a device that runs
+ * the build's sm_90a code; splitk only where its tiles are few, tailsplit where they are a wave
+ * and a part, transposed for m of 33 to 1024; dot (CUDA cores) on any device, for m up to 4. */
 #include <string.h>
 
 #include "check.h"
@@ -18,17 +18,19 @@ int main(int argc, char **argv)
     if (loaded != 0)
         return loaded;
     ktune_err err;
-    CHECK(s.nvariants == 7 && strcmp(s.variants[KTUNE_MATMUL_VARIANT_WGMMA].name, "wgmma") == 0 &&
+    CHECK(s.nvariants == 8 && strcmp(s.variants[KTUNE_MATMUL_VARIANT_WGMMA].name, "wgmma") == 0 &&
           strcmp(s.variants[KTUNE_MATMUL_VARIANT_WGEMV].name, "wgemv") == 0 &&
           strcmp(s.variants[KTUNE_MATMUL_VARIANT_SPLITK].name, "splitk") == 0 &&
           strcmp(s.variants[KTUNE_MATMUL_VARIANT_TAILSPLIT].name, "tailsplit") == 0 &&
+          strcmp(s.variants[KTUNE_MATMUL_VARIANT_TRANSPOSED].name, "transposed") == 0 &&
           strcmp(s.variants[KTUNE_MATMUL_VARIANT_DOT].name, "dot") == 0);
-    int wgmma = 0, wgemv = 0, splitk = 0, tailsplit = 0, dot = 0;
+    int wgmma = 0, wgemv = 0, splitk = 0, tailsplit = 0, transposed = 0, dot = 0;
     for (int i = 0; i < s.nconfigs; i++) {
         wgmma += s.configs[i].variant == KTUNE_MATMUL_VARIANT_WGMMA;
         wgemv += s.configs[i].variant == KTUNE_MATMUL_VARIANT_WGEMV;
         splitk += s.configs[i].variant == KTUNE_MATMUL_VARIANT_SPLITK;
         tailsplit += s.configs[i].variant == KTUNE_MATMUL_VARIANT_TAILSPLIT;
+        transposed += s.configs[i].variant == KTUNE_MATMUL_VARIANT_TRANSPOSED;
         dot += s.configs[i].variant == KTUNE_MATMUL_VARIANT_DOT;
     }
     /* (bm, bn, consumers): 6 with one consumer and 6 with two, x 4 stage counts */
@@ -41,6 +43,9 @@ int main(int argc, char **argv)
     /* (bm, consumers) 64/1, 128/2 x bn 128, 256 x stages 4, 6 x tails 2, 4, less 6 stages of bn
      * 256 (a ring beyond sm_90a's shared memory) */
     CHECK(tailsplit == 12);
+    /* (bw, consumers) 64/1 and 128/2 with any of the 13 ba, 128/1 and 256/2 (128 rows of w a
+     * consumer) with ba up to 128, x 2 stage counts */
+    CHECK(transposed == 72);
     /* 2 warps x 4 rows a warp x 2 unrolls x 3 mrows */
     CHECK(dot == 48);
 
@@ -50,7 +55,7 @@ int main(int argc, char **argv)
                                      {"A", 108, 80, 1024, 166912, 41943040, 0}};
     long agree, valid[3 * KTUNE_MATMUL_VARIANT_COUNT] = {0};
     long valid_wgmma[3], valid_wgemv[3], valid_mma[3], valid_splitk[3], valid_tailsplit[3],
-        valid_dot[3];
+        valid_transposed[3], valid_dot[3];
     CHECK(space_validity_disagreements(&s, ktune__matmul_valid, devices, 3, &agree, valid) == 0);
     for (int dv = 0; dv < 3; dv++) {
         const long *v = &valid[dv * KTUNE_MATMUL_VARIANT_COUNT]; /* the device's counts */
@@ -59,12 +64,14 @@ int main(int argc, char **argv)
         valid_mma[dv] = v[KTUNE_MATMUL_VARIANT_MMA];
         valid_splitk[dv] = v[KTUNE_MATMUL_VARIANT_SPLITK];
         valid_tailsplit[dv] = v[KTUNE_MATMUL_VARIANT_TAILSPLIT];
+        valid_transposed[dv] = v[KTUNE_MATMUL_VARIANT_TRANSPOSED];
         valid_dot[dv] = v[KTUNE_MATMUL_VARIANT_DOT];
     }
     CHECK(valid_wgmma[0] > 0 && valid_wgmma[1] == 0 && valid_wgmma[2] == 0);
     CHECK(valid_wgemv[0] > 0 && valid_wgemv[1] == 0 && valid_wgemv[2] == 0);
     CHECK(valid_splitk[0] > 0 && valid_splitk[1] == 0 && valid_splitk[2] == 0);
     CHECK(valid_tailsplit[0] > 0 && valid_tailsplit[1] == 0 && valid_tailsplit[2] == 0);
+    CHECK(valid_transposed[0] > 0 && valid_transposed[1] == 0 && valid_transposed[2] == 0);
     CHECK(valid_mma[0] > 0 && valid_mma[1] == valid_mma[0] && valid_mma[2] > 0);
     CHECK(valid_dot[0] > 0 && valid_dot[1] == valid_dot[0] && valid_dot[2] == valid_dot[0]);
     printf("%ld (config, shape, device) validity checks agree; wgmma valid %ld times with sm_90a "
@@ -181,6 +188,11 @@ int main(int argc, char **argv)
     /* tailsplit: one whole wave, then the 60 tiles left split over k in two */
     CHECK(ktune__matmul_cost(KTUNE_MATMUL_VARIANT_TAILSPLIT, s.configs[ts].params, key,
                              &devices[0]) == INT64_C(128) * 256 * 16384 * 3 / 2);
+    /* transposed: 128 rows of w by 144 of a make 128 x 2 = 256 tiles, two waves of a tile 0.56x
+     * the size, which pads m to 288 rows, not 384 */
+    const int tr = ktune_space_find_config(&s, "transposed_bw128_ba144_consumers2_stages4");
+    CHECK(tr >= 0 && ktune__matmul_cost(KTUNE_MATMUL_VARIANT_TRANSPOSED, s.configs[tr].params, key,
+                                        &devices[0]) == INT64_C(2) * 128 * 144 * 16384);
     /* a GEMV is bound by the bytes: 1 x 4096 x 4096 in bf16 */
     CHECK(ktune_space_key_parse(&s, "dtype=bf16 m=1 n=4096 k=4096", key, &err) == 0);
     const int gv = ktune_space_find_config(&s, "gemv_rows16_warps8_unroll4_split1_mtiles1");
