@@ -32,7 +32,7 @@ typedef cudaError_t ktune__matmul_launch_t(const void *a, const void *w, void *c
     KTUNE_MATMUL_DEFINE_(fn, ktune_matmul_impl::wgmma_launcher<bm, bn, consumers, stages, split>)
 #define KTUNE_MATMUL_DEFINE_TAILSPLIT(fn, combos, bm, bn, consumers, stages, tail)                 \
     KTUNE_MATMUL_DEFINE_(fn, ktune_matmul_impl::wgmma_launcher<bm, bn, consumers, stages, 1, tail>)
-#define KTUNE_MATMUL_DEFINE_TRANSPOSED(fn, combos, bw, ba, consumers, stages)                     \
-    KTUNE_MATMUL_DEFINE_(fn, ktune_matmul_impl::transposed_launcher<bw, ba, consumers, stages>)
+#define KTUNE_MATMUL_DEFINE_TRANSPOSED(fn, combos, consumers, ring)                               \
+    KTUNE_MATMUL_DEFINE_(fn, ktune_matmul_impl::transposed_launcher<64 * consumers, consumers, ring>)
 #define KTUNE_MATMUL_DEFINE_DOT(fn, combos, warps, wrows, unroll, mrows)                           \
     KTUNE_MATMUL_DEFINE_(fn, ktune_matmul_impl::dot_launcher<warps, wrows, unroll, mrows>)

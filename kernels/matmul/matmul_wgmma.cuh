@@ -84,18 +84,6 @@ template <int STAGES> __device__ __forceinline__ void ring_next(int &s, int &pha
     }
 }
 
-/* A consumer's release of a ring stage: an arrival on its "empty" barrier in each of the CL blocks
- * of the cluster (their copies write the stage in all of them), or in this block's alone. */
-template <int CL> __device__ __forceinline__ void release_stage(uint64_t *bar)
-{
-    if constexpr (CL == 1)
-        barrier_arrive(bar);
-    else
-#pragma unroll
-        for (int q = 0; q < CL; q++)
-            barrier_arrive_cluster(bar, q);
-}
-
 /* One 64-wide k slice of a ring stage: d[f] (64 x N) += rows f * 64 .. of the a tile times the b
  * tile (N rows) transposed, both 128-byte swizzled rows of 64 k at shared addresses a_tile and
  * b_tile. Returns once the previous slice's multiplies are done (this one's stay in flight), so
@@ -258,36 +246,6 @@ template <int BM, int BN> struct dense_tiles {
     }
 };
 
-/* The matmul family's tiles for clusters of CM x CN blocks (CM * CN > 1): an item is CM x CN
- * neighbouring BM x BN tiles of C, items in grouped order; block rank r of the cluster takes the
- * tile (r / CN, r % CN) of the item, so that the CN blocks of a row share their rows of A and the
- * CM blocks of a column their rows of W. Tiles of an item past m or n are computed on zeros and not
- * stored. */
-template <int BM, int BN, int CM, int CN> struct cluster_tiles {
-    struct params {
-        int m, n;
-    };
-    static constexpr size_t SMEM = 0;
-    int m, items_m, items_n, rm, rn;
-    __device__ __forceinline__ cluster_tiles(const params &p, void *)
-        : m(p.m), items_m(((p.m + BM - 1) / BM + CM - 1) / CM),
-          items_n(((p.n + BN - 1) / BN + CN - 1) / CN)
-    {
-        const int r = (int)ktune_cluster::rank();
-        rm = r / CN;
-        rn = r % CN;
-    }
-    __device__ __forceinline__ void prepare() const {}
-    __device__ __forceinline__ int count() const { return items_m * items_n; }
-    __device__ __forceinline__ tile_place at(int item) const
-    {
-        int im, in;
-        grouped_tile(item, items_m, items_n, im, in);
-        const int tm = im * CM + rm, tn = in * CN + rn;
-        return {tm * BM, m, tn * BN, tn * BN};
-    }
-};
-
 /* The tiles of C^T = W A^T (TRANSPOSED: the kernel's 64-row operand is W, its N operand A, and
  * each tile is stored transposed): BW rows of W by BA rows of A, the row tiles of A of one tile of
  * W next to each other in the order, so that blocks running at the same time share that tile's
@@ -348,18 +306,10 @@ template <typename Inner> struct tile_range {
  * where the ring was, and each block adds up a SPLIT-th of the tile and stores it from
  * registers.
  *
- * CM x CN > 1 (Tiles: cluster_tiles): persistent clusters of CM x CN blocks, each taking items of
- * neighbouring tiles. The CN blocks that share A's rows each copy BM / CN of them, and the CM
- * that share W's rows each BN / CM of them, into the same stage of all of them (TMA multicast):
- * each slice is read from L2 once a cluster. A stage is so written by other blocks, so every
- * consumer frees it in every block of the cluster, and no block leaves before the others are
- * done (a last cluster barrier). The map of A then has boxes of BM / CN rows, W's of BN / CM.
- *
  * Tiles with TRANSPOSED (transposed_tiles): the launcher passes W's map as map_a and A's as map_w,
  * a tile's rows are W's and its columns A's, and it is stored transposed into the m x n C
  * (store_piece_transposed; map_c's boxes 16 rows of C by 64 columns). */
-template <typename T, int BM, int BN, int CONSUMERS, int STAGES, typename Tiles, int SPLIT = 1,
-          int CM = 1, int CN = 1>
+template <typename T, int BM, int BN, int CONSUMERS, int STAGES, typename Tiles, int SPLIT = 1>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     wgmma_kernel(const __grid_constant__ CUtensorMap map_a,
                  const __grid_constant__ CUtensorMap map_w,
@@ -371,9 +321,6 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
     static_assert(SPLIT == 1 || (size_t)STAGES * (BM + BN) * WGMMA_BK * 2 >= (size_t)BM * BN * 4,
                   "a split's tile of partial sums takes the ring's place");
-    constexpr int CL = CM * CN; /* blocks a cluster of multicast copies */
-    static_assert(SPLIT == 1 || CL == 1, "a cluster splits k or shares copies, not both");
-    static_assert(BM % (8 * CN) == 0 && BN % (8 * CM) == 0, "shares of whole swizzle atoms");
 #ifdef KTUNE_WGMMA_DEVICE
     constexpr uint32_t A_BYTES = BM * WGMMA_BK * 2, W_BYTES = BN * WGMMA_BK * 2;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -392,20 +339,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     const int kt0 = (int)((int64_t)ktiles * split / SPLIT),
               kt1 = (int)((int64_t)ktiles * (split + 1) / SPLIT);
 
-    /* CL > 1: this block's place in the cluster's CM x CN tiles, and the blocks that share its
-     * rows of A (its row of the cluster) and of W (its column) */
-    const int crank = CL > 1 ? (int)ktune_cluster::rank() : 0, rm = crank / CN, rn = crank % CN;
-    uint16_t share_a = 0, share_w = 0;
-    for (int j = 0; j < CN; j++)
-        share_a |= (uint16_t)(1u << (rm * CN + j));
-    for (int j = 0; j < CM; j++)
-        share_w |= (uint16_t)(1u << (j * CN + rn));
-
-    ring_barriers_setup<STAGES>(full, empty, 1, CONSUMERS * CL);
-    if constexpr (CL > 1)
-        ktune_cluster::sync(); /* every block's barriers set up before any copy or arrival */
-    else
-        __syncthreads();
+    ring_barriers_init<STAGES, CONSUMERS>(full, empty);
     const int tiles = order.count();
 
     if (warpgroup == 0) {
@@ -413,24 +347,13 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             registers_lower<40>();
         if (tid == 0) {
             int s = 0, phase = 0;
-            for (int tile = blockIdx.x / CL; tile < tiles; tile += gridDim.x / CL) {
+            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
                 const tile_place at = order.at(tile);
                 for (int kt = kt0; kt < kt1; kt++) {
                     barrier_wait(&empty[s], phase ^ 1); /* the consumers are done with the stage */
                     barrier_expect(&full[s], A_BYTES + W_BYTES);
-                    if constexpr (CN > 1)
-                        tma_load_multicast(ring_a + s * A_BYTES + rn * (BM / CN) * 128, &map_a,
-                                           kt * WGMMA_BK, at.row0 + rn * (BM / CN), &full[s],
-                                           share_a);
-                    else
-                        tma_load(ring_a + s * A_BYTES, &map_a, kt * WGMMA_BK, at.row0, &full[s]);
-                    if constexpr (CM > 1)
-                        tma_load_multicast(ring_w + s * W_BYTES + rm * (BN / CM) * 128, &map_w,
-                                           kt * WGMMA_BK, at.w_row0 + rm * (BN / CM), &full[s],
-                                           share_w);
-                    else
-                        tma_load(ring_w + s * W_BYTES, &map_w, kt * WGMMA_BK, at.w_row0,
-                                 &full[s]);
+                    tma_load(ring_a + s * A_BYTES, &map_a, kt * WGMMA_BK, at.row0, &full[s]);
+                    tma_load(ring_w + s * W_BYTES, &map_w, kt * WGMMA_BK, at.w_row0, &full[s]);
                     ring_next<STAGES>(s, phase);
                 }
             }
@@ -440,8 +363,6 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             ktune_cluster::sync();
             ktune_cluster::sync();
         }
-        if constexpr (CL > 1)
-            ktune_cluster::sync(); /* the consumers' last barrier (below) */
         return; /* the consumers wait for every copy this thread issued */
     }
 
@@ -451,7 +372,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     int buffer = 0; /* the next staging buffer of this consumer */
     float d[FM][BN / 2];
     int s = 0, phase = 0; /* the ring's next stage, and the parity of its fill */
-    for (int tile = blockIdx.x / CL; tile < tiles; tile += gridDim.x / CL) {
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
 #pragma unroll
         for (int f = 0; f < FM; f++)
 #pragma unroll
@@ -463,7 +384,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             wgmma_slice<T, BN, FM>(d, smem_addr(ring_a + s * A_BYTES) + consumer * WM * 128,
                                    smem_addr(ring_w + s * W_BYTES));
             if (released >= 0 && tid == 0) /* the previous stage's multiplies are done */
-                release_stage<CL>(&empty[released]);
+                barrier_arrive(&empty[released]);
             released = s;
             ring_next<STAGES>(s, phase);
         }
@@ -474,7 +395,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         /* the producer fills it with the next tile's slices while this one stores (none: a split
          * without a share of k, k being shorter than the splits) */
         if (tid == 0 && released >= 0)
-            release_stage<CL>(&empty[released]);
+            barrier_arrive(&empty[released]);
 
         const tile_place at = order.at(tile);
         if constexpr (SPLIT > 1) {
@@ -515,8 +436,6 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     }
     if (tid == 0)
         tma_store_wait_all(); /* shared memory stays until the last store has read it */
-    if constexpr (CL > 1)
-        ktune_cluster::sync(); /* no block leaves while another may still copy or arrive here */
 #else
     (void)map_a, (void)map_w, (void)map_c, (void)c, (void)where, (void)m, (void)n, (void)k,
         (void)flags;
@@ -577,14 +496,10 @@ using wgmma_fallback = mma_launcher<128, 128, 32, 2, 2, 4, 1>;
 
 /* SPLIT > 1: a cluster of SPLIT blocks a tile, each a share of k (few tiles). TAIL > 1: the
  * tiles of the waves the persistent grid fills, then the rest (less than a wave, which would
- * leave most SMs idle for a whole tile) with a cluster of TAIL blocks a tile, in a second launch.
- * CM x CN > 1: persistent clusters of CM x CN tiles sharing their copies of A and W
- * (cluster_tiles). */
-template <int BM, int BN, int CONSUMERS, int STAGES, int SPLIT = 1, int TAIL = 1, int CM = 1,
-          int CN = 1>
+ * leave most SMs idle for a whole tile) with a cluster of TAIL blocks a tile, in a second launch. */
+template <int BM, int BN, int CONSUMERS, int STAGES, int SPLIT = 1, int TAIL = 1>
 struct wgmma_launcher {
     static_assert(SPLIT == 1 || TAIL == 1, "a split of every tile or of the last wave's");
-    static_assert(CM * CN == 1 || (SPLIT == 1 && TAIL == 1), "clusters of one kind");
     template <typename T>
     static cudaError_t run(const void *a, const void *w, void *c, int64_t m, int64_t n, int64_t k,
                            cudaStream_t s)
@@ -595,7 +510,7 @@ struct wgmma_launcher {
         if (tiles > INT32_MAX || k > INT32_MAX)
             return cudaErrorInvalidValue;
         CUtensorMap map_a, map_w, map_c;
-        if (!tensor_map<T>(&map_a, a, m, k, BM / CN) || !tensor_map<T>(&map_w, w, n, k, BN / CM))
+        if (!tensor_map<T>(&map_a, a, m, k, BM) || !tensor_map<T>(&map_w, w, n, k, BN))
             return wgmma_fallback::run<T>(a, w, c, m, n, k, s);
         int flags = layout_flags<T>(a, w, c, n, k);
         if (tensor_map<T>(&map_c, c, m, n, 64))
@@ -632,19 +547,6 @@ struct wgmma_launcher {
             return ktune_launch::launch(kernel, dim3((unsigned)tiles, SPLIT), block,
                                         dim3(1, SPLIT, 1), smem, s, map_a, map_w, map_c, (T *)c,
                                         dense, (int)m, (int)n, (int)k, flags);
-        } else if constexpr (CM * CN > 1) {
-            using tiles_t = cluster_tiles<BM, BN, CM, CN>;
-            constexpr auto kernel = wgmma_kernel<T, BM, BN, CONSUMERS, STAGES, tiles_t, 1, CM, CN>;
-            const int64_t items = ((m + BM - 1) / BM + CM - 1) / CM * (((n + BN - 1) / BN + CN - 1) / CN);
-            unsigned clusters;
-            const cudaError_t e = ktune_launch::persistent_grid<kernel>(
-                block, dim3(CM * CN, 1, 1), smem, items, &clusters);
-            if (e != cudaSuccess)
-                return e;
-            return ktune_launch::launch(kernel, dim3(clusters * CM * CN), block,
-                                        dim3(CM * CN, 1, 1), smem, s, map_a, map_w, map_c, (T *)c,
-                                        typename tiles_t::params{(int)m, (int)n}, (int)m, (int)n,
-                                        (int)k, flags);
         } else {
             constexpr auto kernel = wgmma_kernel<T, BM, BN, CONSUMERS, STAGES, dense_t>;
             unsigned grid;
@@ -659,18 +561,40 @@ struct wgmma_launcher {
 };
 
 /* C^T = W A^T on the wgmma kernel (transposed_tiles): persistent blocks of CONSUMERS consumer
- * warpgroups, BW rows of W (64 or 128 a consumer) by BA rows of A a tile. */
-template <int BW, int BA, int CONSUMERS, int STAGES> struct transposed_launcher {
-    static_assert(BW == 64 * CONSUMERS || BW == 128 * CONSUMERS, "64 or 128 rows of W a consumer");
-    template <typename T>
-    static cudaError_t run(const void *a, const void *w, void *c, int64_t m, int64_t n, int64_t k,
-                           cudaStream_t s)
+ * warpgroups, BW = 64 CONSUMERS rows of W by BA rows of A a tile, and a ring of RING_KB KiB (as
+ * many stages as fit, at most 8). BA is the call's: any multiple of 16 from 64 to 256 (one kernel
+ * each), the one whose tiles take the fewest waves of tile rows over the device's multiprocessors,
+ * (tiles of BA rows + sms - 1) / sms x BA (the larger BA where two tie: fewer tiles of A) -- the
+ * variant's cost model, spaces/matmul.yaml. */
+template <int BW, int CONSUMERS, int RING_KB> struct transposed_launcher {
+    static_assert(BW == 64 * CONSUMERS, "64 rows of W a consumer");
+    static constexpr int BA_MIN = 64, BA_STEP = 16, BA_COUNT = 13; /* 64, 80, ..., 256 */
+
+    /* The tile's rows of A for an m x n C on sms multiprocessors. */
+    static int rows_of_a(int64_t m, int64_t n, int sms)
     {
-        if (!KTUNE_SM90A) /* the kernel has no code in this build */
-            return cudaErrorNotSupported;
-        const int64_t tiles = ((n + BW - 1) / BW) * ((m + BA - 1) / BA);
-        if (tiles > INT32_MAX || k > INT32_MAX)
-            return cudaErrorInvalidValue;
+        int best = 0;
+        int64_t best_cost = 0;
+        for (int i = BA_COUNT - 1; i >= 0; i--) {
+            const int ba = BA_MIN + BA_STEP * i;
+            const int64_t tiles = (n + BW - 1) / BW * ((m + ba - 1) / ba);
+            const int64_t cost = (tiles + sms - 1) / sms * ba;
+            if (best == 0 || cost < best_cost) {
+                best = ba;
+                best_cost = cost;
+            }
+        }
+        return best;
+    }
+
+    template <typename T, int BA>
+    static cudaError_t run_tile(const void *a, const void *w, void *c, int64_t m, int64_t n,
+                                int64_t k, cudaStream_t s)
+    {
+        constexpr int STAGES = RING_KB * 1024 / ((BW + BA) * 128) < 8
+                                   ? RING_KB * 1024 / ((BW + BA) * 128)
+                                   : 8;
+        static_assert(STAGES >= 2, "a ring of two stages or more");
         CUtensorMap map_w, map_a, map_c;
         if (!tensor_map<T>(&map_w, w, n, k, BW) || !tensor_map<T>(&map_a, a, m, k, BA))
             return wgmma_fallback::run<T>(a, w, c, m, n, k, s);
@@ -683,6 +607,7 @@ template <int BW, int BA, int CONSUMERS, int STAGES> struct transposed_launcher 
         constexpr size_t smem = wgmma_smem_bytes<BW, BA, CONSUMERS, STAGES>();
         using tiles_t = transposed_tiles<BW, BA>;
         constexpr auto kernel = wgmma_kernel<T, BW, BA, CONSUMERS, STAGES, tiles_t>;
+        const int64_t tiles = ((n + BW - 1) / BW) * ((m + BA - 1) / BA);
         unsigned grid;
         const cudaError_t e =
             ktune_launch::persistent_grid<kernel>(block, dim3(1, 1, 1), smem, tiles, &grid);
@@ -691,6 +616,34 @@ template <int BW, int BA, int CONSUMERS, int STAGES> struct transposed_launcher 
         return ktune_launch::launch(kernel, dim3(grid), block, dim3(1, 1, 1), smem, s, map_w,
                                     map_a, map_c, (T *)c, typename tiles_t::params{(int)m, (int)n},
                                     (int)m, (int)n, (int)k, flags);
+    }
+
+    template <typename T, int... I>
+    static cudaError_t run_rows(int ba, std::integer_sequence<int, I...>, const void *a,
+                                const void *w, void *c, int64_t m, int64_t n, int64_t k,
+                                cudaStream_t s)
+    {
+        cudaError_t e = cudaErrorInvalidValue;
+        (void)((ba == BA_MIN + BA_STEP * I &&
+                (e = run_tile<T, BA_MIN + BA_STEP * I>(a, w, c, m, n, k, s), true)) ||
+               ...);
+        return e;
+    }
+
+    template <typename T>
+    static cudaError_t run(const void *a, const void *w, void *c, int64_t m, int64_t n, int64_t k,
+                           cudaStream_t s)
+    {
+        if (!KTUNE_SM90A) /* the kernel has no code in this build */
+            return cudaErrorNotSupported;
+        if ((n + BW - 1) / BW * ((m + BA_MIN - 1) / BA_MIN) > INT32_MAX || k > INT32_MAX)
+            return cudaErrorInvalidValue;
+        int sms = 0;
+        const cudaError_t e = ktune_launch::multiprocessors(&sms);
+        if (e != cudaSuccess)
+            return e;
+        return run_rows<T>(rows_of_a(m, n, sms), std::make_integer_sequence<int, BA_COUNT>(), a, w,
+                           c, m, n, k, s);
     }
 };
 

@@ -80,6 +80,18 @@ inline bool overlap_allowed()
     return major >= 9;
 }
 
+/* The current device's multiprocessor count (asked once a device). */
+inline cudaError_t multiprocessors(int *count)
+{
+    static std::atomic<int> known[max_devices];
+    return asked_once(
+        known,
+        [](int device, int *v) {
+            return cudaDeviceGetAttribute(v, cudaDevAttrMultiProcessorCount, device);
+        },
+        count);
+}
+
 /* A launch configuration: the cluster dimension where the cluster holds more than one block,
  * then `extra` where given, in attrs[2]. */
 inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, dim3 cluster, size_t smem,

@@ -43,9 +43,8 @@ int main(int argc, char **argv)
     /* (bm, consumers) 64/1, 128/2 x bn 128, 256 x stages 4, 6 x tails 2, 4, less 6 stages of bn
      * 256 (a ring beyond sm_90a's shared memory) */
     CHECK(tailsplit == 12);
-    /* (bw, consumers) 64/1 and 128/2 with any of the 13 ba, 128/1 and 256/2 (128 rows of w a
-     * consumer) with ba up to 128, x 2 stage counts */
-    CHECK(transposed == 72);
+    /* 2 consumer counts x 2 rings */
+    CHECK(transposed == 4);
     /* 2 warps x 4 rows a warp x 2 unrolls x 3 mrows */
     CHECK(dot == 48);
 
@@ -189,8 +188,8 @@ int main(int argc, char **argv)
     CHECK(ktune__matmul_cost(KTUNE_MATMUL_VARIANT_TAILSPLIT, s.configs[ts].params, key,
                              &devices[0]) == INT64_C(128) * 256 * 16384 * 3 / 2);
     /* transposed: 128 rows of w by 144 of a make 128 x 2 = 256 tiles, two waves of a tile 0.56x
-     * the size, which pads m to 288 rows, not 384 */
-    const int tr = ktune_space_find_config(&s, "transposed_bw128_ba144_consumers2_stages4");
+     * the size, which pads m to 288 rows, not 384 (96 rows tie: three waves of 384 tiles) */
+    const int tr = ktune_space_find_config(&s, "transposed_consumers2_ring192");
     CHECK(tr >= 0 && ktune__matmul_cost(KTUNE_MATMUL_VARIANT_TRANSPOSED, s.configs[tr].params, key,
                                         &devices[0]) == INT64_C(2) * 128 * 144 * 16384);
     /* a GEMV is bound by the bytes: 1 x 4096 x 4096 in bf16 */
