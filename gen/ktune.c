@@ -957,8 +957,9 @@ static int do_apply(const options *o, const ktune_space *s, const char *run)
         return KTUNE_EXIT_FAILED;
     }
     fprintf(stderr,
-            "ktune: %s: %d added, %d replaced, %d kept (%d of them with this run's time)%s\n",
-            reg_path, counts.added, counts.replaced, counts.kept, counts.refreshed,
+            "ktune: %s: %d added, %d replaced, %d kept (%d of them with this run's time, %d with "
+            "runner-ups of variants they did not name)%s\n",
+            reg_path, counts.added, counts.replaced, counts.kept, counts.refreshed, counts.widened,
             changed ? "" : "; registry unchanged");
     if (access(reg_path, F_OK) != 0)
         return 0;

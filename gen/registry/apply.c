@@ -57,6 +57,36 @@ static int config_variant(const ktune_space *s, const char *config)
     return c >= 0 ? s->configs[c].variant : -1;
 }
 
+/* A kept entry's runner-ups gain the fastest config of each variant they do not name (the
+ * entry's own included) from the run's block first .. first + count - 1 of final.csv, in the
+ * block's order (fastest first), while there is room; again is the kept config's row there, the
+ * scale that carries the run's times to the record's. Returns how many were added, and says which
+ * on log. */
+static int widen_runner_ups(const ktune_space *s, ktune_entry *kept, const ktune_final_row *rows,
+                            int first, int count, const ktune_final_row *again,
+                            const char *keytext, FILE *log)
+{
+    const double scale = kept->us / again->us;
+    int added = 0;
+    for (int j = first; j < first + count && kept->nrunner_ups < KTUNE_RUNNER_UPS; j++) {
+        const int variant = config_variant(s, rows[j].config);
+        if (&rows[j] == again || variant < 0 || !(rows[j].us > 0))
+            continue;
+        int named = config_variant(s, kept->config) == variant;
+        for (int q = 0; q < kept->nrunner_ups; q++)
+            named |= config_variant(s, kept->runner_ups[q].config) == variant;
+        if (named)
+            continue;
+        ktune_runner_up *r = &kept->runner_ups[kept->nrunner_ups++];
+        snprintf(r->config, sizeof r->config, "%s", rows[j].config);
+        r->us = rows[j].us * scale;
+        fprintf(log, "ktune: %s: %s gains the runner-up %s at %.3f us (%.3f in this run)\n",
+                keytext, kept->config, r->config, r->us, rows[j].us);
+        added++;
+    }
+    return added;
+}
+
 int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_path, int force,
                     int retime, FILE *log, ktune_apply_counts *counts, int *changed, ktune_err *err)
 {
@@ -199,8 +229,10 @@ int ktune_apply_run(const ktune_space *s, const char *run_dir, const char *reg_p
             kept->run = run_id;
             counts->refreshed++;
         }
+        if (widen_runner_ups(s, kept, rows, i, rows[i].of, again, keytext, log) > 0)
+            counts->widened++;
     }
-    if (counts->added + counts->replaced + counts->refreshed > 0) {
+    if (counts->added + counts->replaced + counts->refreshed + counts->widened > 0) {
         const char *base = strrchr(run_dir, '/');
         base = base && base[1] ? base + 1 : run_dir;
         if (!ktune_is_safe_text(base, sizeof run.name - 1)) {

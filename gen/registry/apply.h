@@ -20,11 +20,19 @@ double ktune_apply_noise(double us, double spread_a, double spread_b);
  * hide a regression from verify. Never by a slower time: a slower run may be a slower GPU
  * (clocks, heat, a neighbour), and a record must not drift up with it. Either way a kept entry
  * re-measured more than KTUNE_APPLY_FAR from its record is reported. With retime, a kept entry
- * takes the run's time either way (asked for: after a change in how times are taken). */
+ * takes the run's time either way (asked for: after a change in how times are taken).
+ *
+ * A kept entry's runner-ups stay, the record's company, but gain the fastest config of each
+ * variant they do not name that the run measured beside the kept config (a variant new to the
+ * space, or one a sweep with a cut skipped), at its time in the run times the record's over the
+ * kept config's in the run: the choice for untuned keys (ktune.h) can only pick what some row
+ * measured. */
 #define KTUNE_APPLY_FAR 0.10
 
 typedef struct {
-    int added, replaced, kept, refreshed; /* refreshed: kept, with the run's time */
+    int added, replaced, kept;
+    int refreshed; /* kept, with the run's time */
+    int widened;   /* kept, with runner-ups of variants they did not name */
 } ktune_apply_counts;
 
 /* Loads the registry at reg_path (or starts one for the run's device when absent), merges

@@ -288,6 +288,31 @@ want="good_tile8,1,20.2000 good_tile4,2,22.2200 good_tile1,3,66.1550 slow_tile8,
   --screen-cut 0.5 >"$work/m3.log" 2>&1 && bad "--screen-cut 0.5 was taken"
 grep -q "screen-cut: 0.5 would cut the fastest config" "$work/m3.log" || bad "no word on --screen-cut 0.5"
 
+note "apply: a kept entry gains the runner-ups of variants it did not name, at the record's scale"
+# a table swept before the space had slow_tile*, then a run of twice the times with it
+head -n "$(grep -n '^  slow:' "$work/margin.yaml" | cut -d: -f1)" "$work/margin.yaml" | head -n -1 >"$work/good_only.yaml"
+sed -n '/^defaults:/,$p' "$work/margin.yaml" >>"$work/good_only.yaml"
+"$ktune" sweep --space "$work/good_only.yaml" --worker "$worker" --run "$work/w1" \
+  --registry-dir "$work/reg-w" --apply >/dev/null 2>&1 || bad "sweep w1"
+regw="$work/reg-w/ktune-simulated-gpu/sim.yaml"
+grep -q "n: 64, config: good_tile8, us: 20.000" "$regw" || bad "w1: $(grep 'n: 64' "$regw")"
+grep "n: 64" "$regw" | grep -q slow && bad "w1 named a variant its space has not"
+KTUNE_SIM_SCALE=2 "$ktune" sweep --space "$work/margin.yaml" --worker "$worker" --run "$work/w2" \
+  --registry-dir "$work/reg-w" >/dev/null 2>&1 || bad "sweep w2"
+"$ktune" apply "$work/w2" --space "$work/margin.yaml" --registry-dir "$work/reg-w" >"$work/w2.log" 2>&1 ||
+  bad "apply w2"
+cat "$work/w2.log"
+grep -q "n=64: good_tile8 gains the runner-up slow_tile8 at 30.000 us (60.000 in this run)" "$work/w2.log" ||
+  bad "apply w2 does not say what the entry gained"
+grep -q "0 added, 0 replaced, 1 kept (0 of them with this run's time, 1 with runner-ups of variants" \
+  "$work/w2.log" || bad "apply w2's counts"
+grep "n: 64" "$regw" | grep -q "config: good_tile8, us: 20.000, .*{config: slow_tile8, us: 30.000}" ||
+  bad "the kept entry: $(grep 'n: 64' "$regw")"
+"$ktune" emit --space "$work/margin.yaml" --registry-dir "$work/reg-w" --check || bad "header out of sync after widening"
+sum=$(md5sum <"$regw")
+"$ktune" apply "$work/w2" --space "$work/margin.yaml" --registry-dir "$work/reg-w" >/dev/null 2>&1 || bad "apply w2 again"
+[ "$sum" = "$(md5sum <"$regw")" ] || bad "applying the same run twice widened the entry twice"
+
 note "no device: a clear message, nothing written"
 before=$(find "$work/reg" -type f | xargs md5sum)
 KTUNE_SIM_NO_DEVICE=1 sweep "$work/g" --apply >"$work/g.log" 2>&1
