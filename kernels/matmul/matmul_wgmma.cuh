@@ -247,28 +247,23 @@ template <int BM, int BN> struct dense_tiles {
 };
 
 /* The tiles of C^T = W A^T (TRANSPOSED: the kernel's 64-row operand is W, its N operand A, and
- * each tile is stored transposed): BW rows of W by BA rows of A, the row tiles of A of one tile of
- * W next to each other in the order, so that blocks running at the same time share that tile's
- * slices of W in L2. For m of tens to hundreds, which BA, any multiple of 16, pads less than the
- * 64-row pieces of the kernel's other operand would. */
-template <int BW, int BA> struct transposed_tiles {
+ * each tile is stored transposed): BW rows of W by BA rows of A, in dense_tiles' order of C's
+ * tiles (the row tiles of A of one tile of W next to each other, so that blocks running at the
+ * same time share that tile's slices of W in L2). For m of tens to hundreds, which BA, any
+ * multiple of 16, pads less than the 64-row pieces of the kernel's other operand would. */
+template <int BW, int BA> struct transposed_tiles : dense_tiles<BA, BW> {
     static constexpr bool TRANSPOSED = true;
-    struct params {
-        int m, n;
-    };
-    static constexpr size_t SMEM = 0;
-    int n, tiles_w, tiles_a;
-    __device__ __forceinline__ transposed_tiles(const params &p, void *)
-        : n(p.n), tiles_w((p.n + BW - 1) / BW), tiles_a((p.m + BA - 1) / BA)
+    using params = typename dense_tiles<BA, BW>::params;
+    int n;
+    __device__ __forceinline__ transposed_tiles(const params &p, void *mem)
+        : dense_tiles<BA, BW>(p, mem), n(p.n)
     {
     }
-    __device__ __forceinline__ void prepare() const {}
-    __device__ __forceinline__ int count() const { return tiles_w * tiles_a; }
+    /* C's tile of rows row0 .. and columns col0 .. as a tile of C^T */
     __device__ __forceinline__ tile_place at(int tile) const
     {
-        int ta, tw;
-        grouped_tile(tile, tiles_a, tiles_w, ta, tw);
-        return {tw * BW, n, ta * BA, ta * BA};
+        const tile_place c = dense_tiles<BA, BW>::at(tile);
+        return {c.col0, n, c.row0, c.row0};
     }
 };
 
