@@ -75,11 +75,13 @@ static int widen_runner_ups(const ktune_space *s, ktune_entry *kept, const ktune
         int named = config_variant(s, kept->config) == variant;
         for (int q = 0; q < kept->nrunner_ups; q++)
             named |= config_variant(s, kept->runner_ups[q].config) == variant;
-        if (named)
+        /* a time the registry holds (written with 3 decimals, at most KTUNE_TIME_MAX_US) */
+        const double us = rows[j].us * scale;
+        if (named || !(us >= 0.001 && us <= KTUNE_TIME_MAX_US))
             continue;
         ktune_runner_up *r = &kept->runner_ups[kept->nrunner_ups++];
         snprintf(r->config, sizeof r->config, "%s", rows[j].config);
-        r->us = rows[j].us * scale;
+        r->us = us;
         fprintf(log, "ktune: %s: %s gains the runner-up %s at %.3f us (%.3f in this run)\n",
                 keytext, kept->config, r->config, r->us, rows[j].us);
         added++;
