@@ -486,6 +486,19 @@ inline bool tensor_map(CUtensorMap *map, const void *base, int64_t rows, int64_t
     return encode_map<T>(map, 2, base, dims, strides, box);
 }
 
+/* flags with TMA_STORES where C (rows x cols of T) can be stored through TMA in boxes of box_rows
+ * rows, *map_c then its map; else flags as given and *map_c a copy of unused (the kernel does not
+ * read it). */
+template <typename T>
+inline int with_tma_stores(int flags, CUtensorMap *map_c, void *c, int64_t rows, int64_t cols,
+                           int box_rows, const CUtensorMap &unused)
+{
+    if (tensor_map<T>(map_c, c, rows, cols, box_rows))
+        return flags | TMA_STORES;
+    *map_c = unused;
+    return flags;
+}
+
 /* The family's default tensor-core config (spaces/matmul.yaml), for what TMA cannot load. */
 using wgmma_fallback = mma_launcher<128, 128, 32, 2, 2, 4, 1>;
 
@@ -507,11 +520,8 @@ struct wgmma_launcher {
         CUtensorMap map_a, map_w, map_c;
         if (!tensor_map<T>(&map_a, a, m, k, BM) || !tensor_map<T>(&map_w, w, n, k, BN))
             return wgmma_fallback::run<T>(a, w, c, m, n, k, s);
-        int flags = layout_flags<T>(a, w, c, n, k);
-        if (tensor_map<T>(&map_c, c, m, n, 64))
-            flags |= TMA_STORES;
-        else
-            map_c = map_a; /* unused */
+        const int flags =
+            with_tma_stores<T>(layout_flags<T>(a, w, c, n, k), &map_c, c, m, n, 64, map_a);
         const dim3 block((CONSUMERS + 1) * 128);
         constexpr size_t smem = wgmma_smem_bytes<BM, BN, CONSUMERS, STAGES>();
         using dense_t = dense_tiles<BM, BN>;
@@ -544,13 +554,9 @@ struct wgmma_launcher {
                                         dense, (int)m, (int)n, (int)k, flags);
         } else {
             constexpr auto kernel = wgmma_kernel<T, BM, BN, CONSUMERS, STAGES, dense_t>;
-            unsigned grid;
-            const cudaError_t e =
-                ktune_launch::persistent_grid<kernel>(block, dim3(1, 1, 1), smem, tiles, &grid);
-            if (e != cudaSuccess)
-                return e;
-            return ktune_launch::launch(kernel, dim3(grid), block, dim3(1, 1, 1), smem, s, map_a,
-                                        map_w, map_c, (T *)c, dense, (int)m, (int)n, (int)k, flags);
+            return ktune_launch::launch_persistent<kernel>(block, smem, tiles, s, map_a, map_w,
+                                                           map_c, (T *)c, dense, (int)m, (int)n,
+                                                           (int)k, flags);
         }
     }
 };
@@ -593,24 +599,17 @@ template <int BW, int CONSUMERS, int RING_KB> struct transposed_launcher {
         CUtensorMap map_w, map_a, map_c;
         if (!tensor_map<T>(&map_w, w, n, k, BW) || !tensor_map<T>(&map_a, a, m, k, BA))
             return wgmma_fallback::run<T>(a, w, c, m, n, k, s);
-        int flags = layout_flags<T>(a, w, c, n, k);
-        if (tensor_map<T>(&map_c, c, m, n, 16))
-            flags |= TMA_STORES;
-        else
-            map_c = map_a; /* unused */
+        const int flags =
+            with_tma_stores<T>(layout_flags<T>(a, w, c, n, k), &map_c, c, m, n, 16, map_a);
         const dim3 block((CONSUMERS + 1) * 128);
         constexpr size_t smem = wgmma_smem_bytes<BW, BA, CONSUMERS, STAGES>();
         using tiles_t = transposed_tiles<BW, BA>;
         constexpr auto kernel = wgmma_kernel<T, BW, BA, CONSUMERS, STAGES, tiles_t>;
         const int64_t tiles = ((n + BW - 1) / BW) * ((m + BA - 1) / BA);
-        unsigned grid;
-        const cudaError_t e =
-            ktune_launch::persistent_grid<kernel>(block, dim3(1, 1, 1), smem, tiles, &grid);
-        if (e != cudaSuccess)
-            return e;
-        return ktune_launch::launch(kernel, dim3(grid), block, dim3(1, 1, 1), smem, s, map_w,
-                                    map_a, map_c, (T *)c, typename tiles_t::params{(int)m, (int)n},
-                                    (int)m, (int)n, (int)k, flags);
+        return ktune_launch::launch_persistent<kernel>(block, smem, tiles, s, map_w, map_a, map_c,
+                                                       (T *)c,
+                                                       typename tiles_t::params{(int)m, (int)n},
+                                                       (int)m, (int)n, (int)k, flags);
     }
 
     template <typename T, int... I>

@@ -28,24 +28,16 @@ template <int BM, int BN, int CONSUMERS, int STAGES> struct wgmma_launcher {
         if (!tensor_map<T>(&map_a, pb.a, pb.rows, pb.k, BM) ||
             !tensor_map<T>(&map_w, pb.w, pb.groups * pb.n, pb.k, BN))
             return ktune_moe_impl::mma_launcher<128, 128, 32, 2, 2, 4>::run<T>(pb, s);
-        int flags = layout_flags<T>(pb.a, pb.w, pb.c, pb.n, pb.k);
-        if (tensor_map<T>(&map_c, pb.c, pb.rows, pb.n, 64))
-            flags |= TMA_STORES;
-        else
-            map_c = map_a; /* unused */
+        const int flags = with_tma_stores<T>(layout_flags<T>(pb.a, pb.w, pb.c, pb.n, pb.k), &map_c,
+                                             pb.c, pb.rows, pb.n, 64, map_a);
         constexpr auto kernel = wgmma_kernel<T, BM, BN, CONSUMERS, STAGES, tiles_t>;
         const dim3 block((CONSUMERS + 1) * 128);
         constexpr size_t smem = wgmma_smem_bytes<BM, BN, CONSUMERS, STAGES>() + tiles_t::SMEM;
-        unsigned grid;
-        const cudaError_t e =
-            ktune_launch::persistent_grid<kernel>(block, dim3(1, 1, 1), smem, bound, &grid);
-        if (e != cudaSuccess)
-            return e;
         const typename tiles_t::params where = {pb.offsets, (int)pb.groups, (int)pb.rows,
                                                 (int)pb.n};
-        return ktune_launch::launch(kernel, dim3(grid), block, dim3(1, 1, 1), smem, s, map_a, map_w,
-                                    map_c, (T *)pb.c, where, (int)pb.rows, (int)pb.n, (int)pb.k,
-                                    flags);
+        return ktune_launch::launch_persistent<kernel>(block, smem, bound, s, map_a, map_w, map_c,
+                                                       (T *)pb.c, where, (int)pb.rows, (int)pb.n,
+                                                       (int)pb.k, flags);
     }
 };
 

@@ -473,11 +473,7 @@ template <int BM, int BN, int CONSUMERS, int STAGES, int SPLIT> struct qwgmma_la
         CUtensorMap map_a, map_w, map_c;
         if (!byte_tensor_map(&map_a, a, m, k, BM) || !byte_tensor_map(&map_w, w, n, k, BN))
             return cudaErrorInvalidValue;
-        int flags = pair_stores(c, n);
-        if (tensor_map<O>(&map_c, c, m, n, 64))
-            flags |= TMA_STORES;
-        else
-            map_c = map_a; /* unused */
+        const int flags = with_tma_stores<O>(pair_stores(c, n), &map_c, c, m, n, 64, map_a);
         constexpr auto kernel = qwgmma_kernel<Q, O, BM, BN, CONSUMERS, STAGES, SPLIT>;
         const dim3 block((CONSUMERS + 1) * 128);
         constexpr size_t smem = qwgmma_smem_bytes<BM, BN, CONSUMERS, STAGES>();
@@ -485,13 +481,8 @@ template <int BM, int BN, int CONSUMERS, int STAGES, int SPLIT> struct qwgmma_la
             return ktune_launch::launch(kernel, dim3((unsigned)tiles, SPLIT), block,
                                         dim3(1, SPLIT, 1), smem, s, map_a, map_w, map_c, (O *)c,
                                         (int)m, (int)n, (int)k, ep, flags);
-        unsigned grid;
-        const cudaError_t e =
-            ktune_launch::persistent_grid<kernel>(block, dim3(1, 1, 1), smem, tiles, &grid);
-        if (e != cudaSuccess)
-            return e;
-        return ktune_launch::launch(kernel, dim3(grid), block, dim3(1, 1, 1), smem, s, map_a, map_w,
-                                    map_c, (O *)c, (int)m, (int)n, (int)k, ep, flags);
+        return ktune_launch::launch_persistent<kernel>(block, smem, tiles, s, map_a, map_w, map_c,
+                                                       (O *)c, (int)m, (int)n, (int)k, ep, flags);
     }
 };
 

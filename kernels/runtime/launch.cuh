@@ -239,4 +239,15 @@ cudaError_t persistent_grid(dim3 block, dim3 cluster, size_t smem, int64_t work,
     return cudaSuccess;
 }
 
+/* Launches persistent Kernel (no cluster) on the grid persistent_grid gives for `work` items. */
+template <auto Kernel, typename... Args>
+cudaError_t launch_persistent(dim3 block, size_t smem, int64_t work, cudaStream_t s, Args... args)
+{
+    unsigned grid;
+    const cudaError_t e = persistent_grid<Kernel>(block, dim3(1, 1, 1), smem, work, &grid);
+    if (e != cudaSuccess)
+        return e;
+    return launch(Kernel, dim3(grid), block, dim3(1, 1, 1), smem, s, args...);
+}
+
 } // namespace ktune_launch
