@@ -564,22 +564,32 @@ struct wgmma_launcher {
 /* C^T = W A^T on the wgmma kernel (transposed_tiles): persistent blocks of CONSUMERS consumer
  * warpgroups, BW = 64 CONSUMERS rows of W by BA rows of A a tile, and a ring of RING_KB KiB (as
  * many stages as fit, at most 8). BA is the call's: any multiple of 16 from 64 to 256 (one kernel
- * each), the one whose tiles take the fewest waves of tile rows over the device's multiprocessors,
- * (tiles of BA rows + sms - 1) / sms x BA (the larger BA where two tie: fewer tiles of A) -- the
- * variant's cost model, spaces/matmul.yaml. */
+ * each), by rows_of_a -- the variant's cost model, spaces/matmul.yaml. */
 template <int BW, int CONSUMERS, int RING_KB> struct transposed_launcher {
     static_assert(BW == 64 * CONSUMERS, "64 rows of W a consumer");
     static constexpr int BA_MIN = 64, BA_STEP = 16, BA_COUNT = 13; /* 64, 80, ..., 256 */
 
-    /* The tile's rows of A for an m x n C on sms multiprocessors. */
-    static int rows_of_a(int64_t m, int64_t n, int sms)
+    /* The tile's rows of A for an m x n x k product of elements of `bytes` bytes on sms
+     * multiprocessors sharing l2 bytes of L2: the BA of the least cost, the larger of
+     *  - the waves of tiles over the multiprocessors times BW (BW + BA) k: a tile's time grows
+     *    with the rows of both operands it streams, not only with the products (W's tile is
+     *    streamed again for each tile of A), and
+     *  - the bytes read: W once where it fits in L2, else once a tile of A (the tiles of A of one
+     *    tile of W run side by side, but a W larger than L2 is evicted between them), A and C once,
+     * the smaller BA where two tie (less padding). */
+    static int rows_of_a(int64_t m, int64_t n, int64_t k, int bytes, int sms, int64_t l2)
     {
+        const double w = (double)bytes * (double)n * (double)k;
+        const double ac = (double)bytes * (double)m * (double)(k + n);
         int best = 0;
-        int64_t best_cost = 0;
-        for (int i = BA_COUNT - 1; i >= 0; i--) {
+        double best_cost = 0;
+        for (int i = 0; i < BA_COUNT; i++) {
             const int ba = BA_MIN + BA_STEP * i;
-            const int64_t tiles = (n + BW - 1) / BW * ((m + ba - 1) / ba);
-            const int64_t cost = (tiles + sms - 1) / sms * ba;
+            const int64_t tiles_a = (m + ba - 1) / ba, tiles = (n + BW - 1) / BW * tiles_a;
+            const double waves = (double)((tiles + sms - 1) / sms);
+            const double streamed = waves * BW * (BW + ba) * (double)k;
+            const double read = (w <= (double)l2 ? w : w * (double)tiles_a) + ac;
+            const double cost = streamed > read ? streamed : read;
             if (best == 0 || cost < best_cost) {
                 best = ba;
                 best_cost = cost;
@@ -632,12 +642,14 @@ template <int BW, int CONSUMERS, int RING_KB> struct transposed_launcher {
             return cudaErrorNotSupported;
         if ((n + BW - 1) / BW * ((m + BA_MIN - 1) / BA_MIN) > INT32_MAX || k > INT32_MAX)
             return cudaErrorInvalidValue;
-        int sms = 0;
-        const cudaError_t e = ktune_launch::multiprocessors(&sms);
+        int sms = 0, l2 = 0;
+        cudaError_t e = ktune_launch::multiprocessors(&sms);
+        if (e == cudaSuccess)
+            e = ktune_launch::l2_bytes(&l2);
         if (e != cudaSuccess)
             return e;
-        return run_rows<T>(rows_of_a(m, n, sms), std::make_integer_sequence<int, BA_COUNT>(), a, w,
-                           c, m, n, k, s);
+        return run_rows<T>(rows_of_a(m, n, k, (int)sizeof(T), sms, l2),
+                           std::make_integer_sequence<int, BA_COUNT>(), a, w, c, m, n, k, s);
     }
 };
 

@@ -92,6 +92,16 @@ inline cudaError_t multiprocessors(int *count)
         count);
 }
 
+/* The current device's L2 cache, bytes (asked once a device). */
+inline cudaError_t l2_bytes(int *bytes)
+{
+    static std::atomic<int> known[max_devices];
+    return asked_once(
+        known,
+        [](int device, int *v) { return cudaDeviceGetAttribute(v, cudaDevAttrL2CacheSize, device); },
+        bytes);
+}
+
 /* A launch configuration: the cluster dimension where the cluster holds more than one block,
  * then `extra` where given, in attrs[2]. */
 inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, dim3 cluster, size_t smem,
