@@ -162,8 +162,8 @@ static int holdout(const char *name, const ktune_device_spec *spec)
         return 1;
     }
     const ktune_table *t = f->tables[ti];
-    int answer = 0, runner = 0, unmeasured = 0, none = 0;
-    double log_runner = 0;
+    int answer = 0, runner = 0, unmeasured = 0, bounded = 0, none = 0;
+    double log_runner = 0, log_bound = 0;
     char key[256];
     for (int r = 0; r < t->nrows; r++) {
         const int pick = ktune__select_holdout(f, dev, ti, r);
@@ -172,10 +172,20 @@ static int holdout(const char *name, const ktune_device_spec *spec)
             answer++;
             continue;
         }
-        double us = 0;
-        for (int j = 0; pick >= 0 && f->table_runner_instances && j < KTUNE_ADAPT_RUNNER_UPS; j++)
-            if (f->table_runner_instances[ti][r * KTUNE_ADAPT_RUNNER_UPS + j] == pick)
-                us = f->table_runner_us[ti][r * KTUNE_ADAPT_RUNNER_UPS + j];
+        /* the pick's time there, and its variant's fastest there (own: the answer) */
+        double us = 0, variant_us = 0;
+        const int variant = pick >= 0 ? f->instances[pick].variant : -1;
+        if (own >= 0 && f->instances[own].variant == variant)
+            variant_us = t->rows[r].us;
+        for (int j = 0; pick >= 0 && f->table_runner_instances && j < KTUNE_TABLE_RUNNER_UPS; j++) {
+            const int i = f->table_runner_instances[ti][r * KTUNE_TABLE_RUNNER_UPS + j];
+            const double at = f->table_runner_us[ti][r * KTUNE_TABLE_RUNNER_UPS + j];
+            if (i == pick)
+                us = at;
+            if (i >= 0 && at > 0 && f->instances[i].variant == variant &&
+                (variant_us == 0 || at < variant_us))
+                variant_us = at;
+        }
         ktune__key_format(f, t->rows[r].key, key, sizeof key);
         if (pick < 0) {
             none++;
@@ -188,16 +198,24 @@ static int holdout(const char *name, const ktune_device_spec *spec)
                    own >= 0 ? f->instances[own].name : t->rows[r].config);
         } else {
             unmeasured++;
-            printf("  %s: %s, which it did not measure (its answer %s)\n", key,
+            printf("  %s: %s, which it did not measure (its answer %s", key,
                    f->instances[pick].name, own >= 0 ? f->instances[own].name : t->rows[r].config);
+            if (variant_us > 0) {
+                bounded++;
+                log_bound += log(t->rows[r].us / variant_us);
+                printf("; its variant's fastest there at %.3fx its speed", t->rows[r].us / variant_us);
+            }
+            printf(")\n");
         }
     }
     printf("%s holdout on %s: %d keys, each voted for by the others: its own answer %d, a "
            "runner-up it measured %d (at %.3fx the answer's speed, geomean; %.3fx over the %d "
-           "measured picks), a config it did not measure %d, nothing %d\n",
+           "measured picks), a config it did not measure %d (%d of them of a variant it measured, "
+           "whose fastest there ran at %.3fx the answer's speed, geomean: the most they could), "
+           "nothing %d\n",
            name, dev->name, t->nrows, answer, runner, runner ? exp(log_runner / runner) : 1.0,
            answer + runner ? exp(log_runner / (answer + runner)) : 1.0, answer + runner,
-           unmeasured, none);
+           unmeasured, bounded, bounded ? exp(log_bound / bounded) : 1.0, none);
     return 0;
 }
 

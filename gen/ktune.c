@@ -870,7 +870,7 @@ static int cmd_gen(const options *o, const ktune_space *s)
                 goto fail;
             }
             combos[ktune_space_find_config(s, en->config)] |= 1ULL << combo;
-            for (int j = 0; j < en->nrunner_ups && j < KTUNE_ADAPT_RUNNER_UPS; j++)
+            for (int j = 0; j < en->nrunner_ups && j < KTUNE_TABLE_RUNNER_UPS; j++)
                 combos[ktune_space_find_config(s, en->runner_ups[j].config)] |= 1ULL << combo;
         }
         char label[4096];
@@ -896,12 +896,12 @@ static int cmd_gen(const options *o, const ktune_space *s)
     for (int i = 0; i < count; i++) {
         instances[i] = malloc(sizeof **instances * (size_t)(regs[i].nentries + 1));
         runners[i] =
-            malloc(sizeof **runners * (size_t)(regs[i].nentries * KTUNE_ADAPT_RUNNER_UPS + 1));
+            malloc(sizeof **runners * (size_t)(regs[i].nentries * KTUNE_TABLE_RUNNER_UPS + 1));
         for (int e = 0; e < regs[i].nentries; e++) {
             const ktune_entry *en = &regs[i].entries[e];
             instances[i][e] = position[ktune_space_find_config(s, en->config)];
-            for (int j = 0; j < KTUNE_ADAPT_RUNNER_UPS; j++)
-                runners[i][e * KTUNE_ADAPT_RUNNER_UPS + j] =
+            for (int j = 0; j < KTUNE_TABLE_RUNNER_UPS; j++)
+                runners[i][e * KTUNE_TABLE_RUNNER_UPS + j] =
                     j < en->nrunner_ups
                         ? position[ktune_space_find_config(s, en->runner_ups[j].config)]
                         : -1;

@@ -375,12 +375,12 @@ int ktune_emit_table_index(const ktune_space *s, const ktune_registry *regs,
         for (int r = 0; r < regs[i].nentries; r++)
             ktune_buf_printf(&d, "%s%d", r ? ", " : "", instances[i][r]);
         ktune_buf_printf(&d, "]], [[");
-        for (int r = 0; r < regs[i].nentries * KTUNE_ADAPT_RUNNER_UPS; r++)
+        for (int r = 0; r < regs[i].nentries * KTUNE_TABLE_RUNNER_UPS; r++)
             ktune_buf_printf(&d, "%s%d", r ? ", " : "", runners[i][r]);
         ktune_buf_printf(&d, "]], [[");
         /* the runner-ups' times, finite and positive as the registry's loader checked */
         for (int e = 0; e < regs[i].nentries; e++)
-            for (int j = 0; j < KTUNE_ADAPT_RUNNER_UPS; j++) {
+            for (int j = 0; j < KTUNE_TABLE_RUNNER_UPS; j++) {
                 const ktune_entry *en = &regs[i].entries[e];
                 ktune_buf_printf(&d, "%s%.3ff", e || j ? ", " : "",
                                  j < en->nrunner_ups ? en->runner_ups[j].us : 0.0);

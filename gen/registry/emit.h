@@ -24,7 +24,7 @@ int ktune_emit_table(const ktune_space *space, const ktune_registry *reg, const 
                      const ktune_emit_tools *tools, ktune_buf *out, ktune_err *err);
 /* <out_dir>/<family>_tables.c: every device table, by header path relative to the registry dir,
  * and for each its rows' instance indices into the library (instances[t][row], -1 where the
- * config is not compiled in) and their runner-ups' (runners[t][row * KTUNE_ADAPT_RUNNER_UPS +
+ * config is not compiled in) and their runner-ups' (runners[t][row * KTUNE_TABLE_RUNNER_UPS +
  * j], -1: none). */
 int ktune_emit_table_index(const ktune_space *space, const ktune_registry *regs,
                            const char *const *headers, const int *const *instances,

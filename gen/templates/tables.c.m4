@@ -3,7 +3,7 @@ m4_divert(-1)
 #   kt4_tables: kt4_table(HEADER, SYMBOL, INSTANCES, RUNNER_UPS, RUNNER_US) a table: its
 #               header's path relative to generated/, the symbol it defines, the library's
 #               instance index of each of its rows, comma-separated (-1: not compiled in), of
-#               each row's KTUNE_ADAPT_RUNNER_UPS runner-ups, row after row (-1: none), and those
+#               each row's KTUNE_TABLE_RUNNER_UPS runner-ups, row after row (-1: none), and those
 #               runner-ups' times as float literals (0.0f: none); all output quoted
 m4_define([[kt4_include]], [[#include "[[$1]]"
 static const int [[$2]]_instances[] = {[[$3]]};

@@ -11,9 +11,13 @@
  *      over integer dimensions of |log2(requested) - log2(tuned)|, plus 1 for each dtype that
  *      differs) among those whose configuration is compiled in and valid for it (its variant's
  *      constraints hold: a configuration never crosses its variant's limits). Each configuration
- *      they measured (their answers and runner-ups) that is valid for the key scores the mean
- *      over the 8 rows, weighted 1 / (1 + distance), of log(its time there / the row's answer's
- *      time), or log(1.35) where a row did not measure it, plus log(its cost at the requested
+ *      they measured (their answers and runner-ups: the next fastest configurations, then the
+ *      fastest of each other variant) that is valid for the key scores the mean over the 8 rows,
+ *      weighted 1 / (1 + distance), of log(its time there / the row's answer's time); where a row
+ *      did not measure it but measured its variant, of log(that variant's fastest time there /
+ *      the answer's) + 0.05, the fastest's time carried to it by the cost model where the model
+ *      says it is slower there (it was not the fastest); or log(1.35) where a row measured
+ *      nothing of its variant; plus log(its cost at the requested
  *      key / its cost at the row's key) where its variant has a cost model (the space's `cost`:
  *      waves of tiles on the device's SMs, padding, bytes, a fixed part, a grid of fewer blocks
  *      than SMs; so that a tile that fits the row but leaves a wave half empty at the requested

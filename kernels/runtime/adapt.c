@@ -84,7 +84,7 @@ static adapt_key *state_of(const ktune_family *f, const int64_t *key, const ktun
     const int row = ktune__select_row(f, key, dev, &table);
     if (row >= 0 && f->table_runner_instances && f->table_runner_instances[table]) {
         /* the row's answer and runner-ups (the answer may be one of them: a voted key) */
-        const int *runners = f->table_runner_instances[table] + row * KTUNE_ADAPT_RUNNER_UPS;
+        const int *runners = f->table_runner_instances[table] + row * KTUNE_TABLE_RUNNER_UPS;
         for (int j = -1; j < KTUNE_ADAPT_RUNNER_UPS && k->ncand < KTUNE_ADAPT_CANDIDATES; j++) {
             const int i = j < 0 ? f->table_instances[table][row] : runners[j];
             int known = i < 0;

@@ -102,8 +102,10 @@ typedef struct {
     const char *const *defaults; /* first valid one wins */
     int ndefaults;
     ktune_valid_fn valid;
-    /* for each table, KTUNE_ADAPT_RUNNER_UPS instance indices a row: its registry's first
-     * runner-ups, the candidates of online adaptation (-1: none); NULL: no runner-ups */
+    /* for each table, KTUNE_TABLE_RUNNER_UPS instance indices a row: its registry's runner-ups
+     * (the next configs, then the fastest of each other variant), the evidence of the vote for an
+     * untuned key; the first KTUNE_ADAPT_RUNNER_UPS are the candidates of online adaptation (-1:
+     * none); NULL: no runner-ups */
     const int *const *table_runner_instances;
     /* for each table, the sweep's times of those runner-ups, us (0: none); NULL: none (an
      * untuned key's neighbours then vote with their answers alone) */
@@ -117,7 +119,9 @@ typedef struct {
     ktune_cost_fn cost;
 } ktune_family;
 
-/* The runner-ups a table row keeps for online adaptation (KTUNE_ADAPT). */
+/* The runner-ups a table row keeps (a registry entry's, KTUNE_RUNNER_UPS), and how many of them
+ * online adaptation times (KTUNE_ADAPT). */
+#define KTUNE_TABLE_RUNNER_UPS 8
 #define KTUNE_ADAPT_RUNNER_UPS 3
 
 /* Sets *dtype and returns 1 when name is a dtype's name (KTUNE_DTYPE_MAP). */

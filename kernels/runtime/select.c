@@ -220,20 +220,24 @@ static double key_distance(const ktune_family *f, const int64_t *a, const int64_
 /* Step 3 of ktune/ktune.h, the vote of an untuned key's neighbours: the KTUNE_VOTE_ROWS nearest
  * rows whose answer is compiled in and valid for the key, each configuration they measured that
  * is valid for it scored by the mean over those rows, weighted 1 / (1 + distance), of log(its
- * time / the row's answer's time), or KTUNE_VOTE_UNMEASURED where a row did not measure it,
+ * time / the row's answer's time), or where a row did not measure it vote_unmeasured's guess,
  * plus log(its cost at the key / its cost at the row) where its variant has a cost model; its
  * twin's time and cost at a row that measured the twin but not it; and the configurations valid
  * for the key whose twin a row measured. */
 #define KTUNE_VOTE_ROWS 8
 #define KTUNE_VOTE_UNMEASURED 0.3    /* as if 35% slower than the row's answer */
 #define KTUNE_VOTE_DTYPE_DISTANCE 1.0 /* a dtype apart: as far as one size twice another */
-#define KTUNE_VOTE_MEASURED (1 + KTUNE_ADAPT_RUNNER_UPS)
+#define KTUNE_VOTE_SIBLING 0.05     /* a config its variant's fastest at a row stands in for */
+#define KTUNE_VOTE_MEASURED (1 + KTUNE_TABLE_RUNNER_UPS)
 
+/* A row's evidence: the measured configurations valid for the key (instance, us: n of them), and
+ * every compiled one it measured (all, all_us: nall), whose variants' fastest stand in for the
+ * configurations of those variants it did not measure. */
 typedef struct {
-    int row, n;
+    int row, n, nall;
     double dist, answer_us;
-    int instance[KTUNE_VOTE_MEASURED];
-    double us[KTUNE_VOTE_MEASURED];
+    int instance[KTUNE_VOTE_MEASURED], all[KTUNE_VOTE_MEASURED];
+    double us[KTUNE_VOTE_MEASURED], all_us[KTUNE_VOTE_MEASURED];
 } vote_row;
 
 /* The distance of key_distance, a dtype apart counting KTUNE_VOTE_DTYPE_DISTANCE: a configuration
@@ -262,19 +266,26 @@ static void vote_row_fill(const ktune_family *f, int ti, int r, const int64_t *k
     const int *runners = f->table_runner_instances ? f->table_runner_instances[ti] : NULL;
     const float *runner_us = f->table_runner_us ? f->table_runner_us[ti] : NULL;
     v->row = r;
-    v->n = 0;
+    v->n = v->nall = 0;
     v->answer_us = f->tables[ti]->rows[r].us; /* valid for the key or not */
-    for (int j = -1; j < KTUNE_ADAPT_RUNNER_UPS; j++) {
-        const int at = r * KTUNE_ADAPT_RUNNER_UPS + j;
+    for (int j = -1; j < KTUNE_TABLE_RUNNER_UPS; j++) {
+        const int at = r * KTUNE_TABLE_RUNNER_UPS + j;
         const int i = j < 0 ? f->table_instances[ti][r] : runners && runner_us ? runners[at] : -1;
         const double us = j < 0 ? v->answer_us : i >= 0 ? runner_us[at] : 0;
-        if (i < 0 || !(us > 0) || !ktune__instance_valid(f, i, key, dev)) {
+        if (i < 0 || !(us > 0)) {
             if (j < 0)
                 return;
             continue;
         }
-        v->instance[v->n] = i;
-        v->us[v->n++] = us;
+        const int valid = ktune__instance_valid(f, i, key, dev);
+        if (j < 0 && !valid)
+            return;
+        v->all[v->nall] = i;
+        v->all_us[v->nall++] = us;
+        if (valid) {
+            v->instance[v->n] = i;
+            v->us[v->n++] = us;
+        }
     }
 }
 
@@ -297,6 +308,27 @@ static double cost_change(const ktune_family *f, int instance, const int64_t *ke
                           const int64_t *row, const ktune_device *dev)
 {
     return cost_between(f, instance, row, instance, key, dev);
+}
+
+/* What a row says of instance i, which it did not measure: where it measured i's variant, log of
+ * the time of that variant's fastest there over the row's answer's, carried to i by the cost model
+ * where that makes it slower (i was not the fastest there), plus KTUNE_VOTE_SIBLING for the
+ * guess; KTUNE_VOTE_UNMEASURED where it measured nothing of i's variant. */
+static double vote_unmeasured(const ktune_family *f, const ktune_table *t, const vote_row *v,
+                              int i, const ktune_device *dev)
+{
+    const int variant = f->instances[i].variant;
+    const int64_t *at = t->rows[v->row].key;
+    int fastest = -1;
+    for (int e = 0; e < v->nall; e++)
+        if (f->instances[v->all[e]].variant == variant &&
+            (fastest < 0 || v->all_us[e] < v->all_us[fastest]))
+            fastest = e;
+    if (fastest < 0)
+        return KTUNE_VOTE_UNMEASURED;
+    const double us = v->all_us[fastest],
+                 carried = us * exp(fmax(0, cost_between(f, v->all[fastest], at, i, at, dev)));
+    return log(carried / v->answer_us) + KTUNE_VOTE_SIBLING;
 }
 
 /* Instance i's twin (ktune_instance.twin) among the compiled ones, -1 where none. */
@@ -326,7 +358,7 @@ static void vote_candidate(const ktune_family *f, const ktune_table *t, const vo
     double sum = 0, measured = 0, weights = 0;
     for (int b = 0; b < nnear; b++) {
         const int64_t *at = t->rows[near[b].row].key;
-        double vote = KTUNE_VOTE_UNMEASURED, change = cost_change(f, i, key, at, dev);
+        double vote = 0, change = cost_change(f, i, key, at, dev);
         int found = 0;
         for (int e = 0; e < near[b].n && !found; e++)
             if ((found = near[b].instance[e] == i))
@@ -336,6 +368,8 @@ static void vote_candidate(const ktune_family *f, const ktune_table *t, const vo
                 vote = log(near[b].us[e] / near[b].answer_us);
                 change = cost_between(f, twin, at, i, key, dev);
             }
+        if (!found)
+            vote = vote_unmeasured(f, t, &near[b], i, dev);
         const double w = 1 / (1 + near[b].dist);
         measured += w * vote;
         sum += w * (vote + change);

@@ -107,7 +107,7 @@ static int adaptation(const ktune_device *dev, cublasHandle_t handle)
         for (int r = 0; r < f->tables[t]->nrows && row < 0; r++) {
             const int64_t *k = f->tables[t]->rows[r].key;
             if (k[1] <= 64 && k[2] * k[3] <= ((int64_t)1 << 24) && f->table_runner_instances &&
-                f->table_runner_instances[t][r * KTUNE_ADAPT_RUNNER_UPS] >= 0) {
+                f->table_runner_instances[t][r * KTUNE_TABLE_RUNNER_UPS] >= 0) {
                 table = t;
                 row = r;
             }

@@ -15,10 +15,13 @@ for reg in "$dir"/*/*.yaml; do
   out=$("$ktune" explain "$family" --holdout --device "$device" 2>&1) ||
     { echo "FAIL: $family on $device: $out"; fail=1; continue; }
   summary=$(tail -n 1 <<<"$out")
-  read -r keys answer runner unmeasured none < <(sed -E 's/.*: ([0-9]+) keys, .*its own answer ([0-9]+), a runner-up it measured ([0-9]+) .*a config it did not measure ([0-9]+), nothing ([0-9]+)$/\1 \2 \3 \4 \5/' <<<"$summary")
+  read -r keys answer runner unmeasured bounded none < <(sed -E 's/.*: ([0-9]+) keys, .*its own answer ([0-9]+), a runner-up it measured ([0-9]+) .*a config it did not measure ([0-9]+) \(([0-9]+) of them .*, nothing ([0-9]+)$/\1 \2 \3 \4 \5 \6/' <<<"$summary")
   lines=$(grep -c '^  ' <<<"$out")
+  # the unmeasured picks of a variant the key measured: a line each, with that variant's ratio
+  bound_lines=$(grep -c "its variant's fastest there at [0-9.]*x its speed)$" <<<"$out")
   if [ "$keys" != "$entries" ] || [ $((answer + runner + unmeasured + none)) -ne "$entries" ] ||
-     [ "$lines" -ne $((entries - answer)) ]; then
+     [ "$lines" -ne $((entries - answer)) ] || [ "$bounded" -gt "$unmeasured" ] ||
+     [ "$bound_lines" -ne "$bounded" ]; then
     echo "FAIL: $family on $device: $entries entries, $lines lines, summary: $summary"
     fail=1
     continue

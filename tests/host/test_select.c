@@ -40,9 +40,9 @@ static const char *const defaults[] = {"v_tile1", "w_any"};
 static const ktune_family fam = {"fam", 2, key_names, key_kinds, tables, 2, table_instances,
                                  instances, 3, defaults, 2, valid, NULL, NULL, NULL, NULL};
 
-/* A family whose rows carry runner-ups: the neighbours' vote. a wins at n = 100 by 10%; b wins at
- * n = 200 and 400 by 30%. */
-static const ktune_instance voters[] = {{"a", 0, {1}, NULL, 0, NULL}, {"b", 0, {2}, NULL, 0, NULL}};
+/* A family whose rows carry runner-ups: the neighbours' vote. a (variant 0) wins at n = 100 by
+ * 10%; b (variant 1) wins at n = 200 and 400 by 30%. */
+static const ktune_instance voters[] = {{"a", 0, {1}, NULL, 0, NULL}, {"b", 1, {2}, NULL, 0, NULL}};
 static const ktune_row voter_rows[] = {
     {{KTUNE_F16, 100}, "a", 10.0f, 10.0f},
     {{KTUNE_F16, 200}, "b", 10.0f, 13.0f},
@@ -52,8 +52,11 @@ static const ktune_table voter_table = {"Dev A", 100, 90, voter_rows, 3};
 static const ktune_table *const voter_tables[] = {&voter_table};
 static const int voter_instances[] = {0, 1, 1};
 static const int *const voter_table_instances[] = {voter_instances};
-static const int voter_runners[] = {1, -1, -1, 0, -1, -1, 0, -1, -1};
-static const float voter_runner_us[] = {11.0f, 0, 0, 13.0f, 0, 0, 26.0f, 0, 0};
+/* KTUNE_TABLE_RUNNER_UPS a row */
+static const int voter_runners[] = {1, -1, -1, -1, -1, -1, -1, -1, 0, -1, -1, -1,
+                                    -1, -1, -1, -1, 0, -1, -1, -1, -1, -1, -1, -1};
+static const float voter_runner_us[] = {11.0f, 0, 0, 0, 0, 0, 0, 0, 13.0f, 0, 0, 0,
+                                        0,     0, 0, 0, 26.0f, 0, 0, 0, 0, 0, 0, 0};
 static const int *const voter_runner_instances[] = {voter_runners};
 static const float *const voter_runner_times[] = {voter_runner_us};
 static const char *const voter_defaults[] = {"a"};
@@ -68,14 +71,14 @@ static const ktune_family voting = {"voting", 2, key_names, key_kinds, voter_tab
                                     NULL, NULL};
 /* with c, of another variant, whose twin is b: no row measured c */
 static const ktune_instance voters_and_twin[] = {
-    {"a", 0, {1}, NULL, 0, NULL}, {"b", 0, {2}, NULL, 0, NULL}, {"c", 1, {2}, NULL, 0, "b"}};
+    {"a", 0, {1}, NULL, 0, NULL}, {"b", 1, {2}, NULL, 0, NULL}, {"c", 2, {2}, NULL, 0, "b"}};
 
 /* Cost models for the vote: a (tile 1) in proportion to n, b (tile 2) in waves of 250, c
- * (variant 1) as b over whole waves and half a wave's cost for a part of one; none. */
+ * (variant 2) as b over whole waves and half a wave's cost for a part of one; none. */
 static int64_t waves_cost(int variant, const int64_t *p, const int64_t *k, const ktune_device *d)
 {
     (void)d;
-    if (variant == 1)
+    if (variant == 2)
         return 250 * (k[1] / 250) + (k[1] % 250 ? 125 : 0);
     return p[0] == 1 ? k[1] : 250 * ((k[1] + 249) / 250);
 }
@@ -281,12 +284,44 @@ int main(void)
     CHECK(ktune__select(&costed, k260, &a, &vi, NULL) == KTUNE_OK && vi == 2);
     /* without the twin, c is no candidate: a */
     static const ktune_instance voters_no_twin[] = {
-        {"a", 0, {1}, NULL, 0, NULL}, {"b", 0, {2}, NULL, 0, NULL}, {"c", 1, {2}, NULL, 0, NULL}};
+        {"a", 0, {1}, NULL, 0, NULL}, {"b", 1, {2}, NULL, 0, NULL}, {"c", 2, {2}, NULL, 0, NULL}};
     costed.instances = voters_no_twin;
     ktune__select_reset();
     CHECK(ktune__select(&costed, k260, &a, &vi, NULL) == KTUNE_OK && vi == 0);
     costed.instances = voters;
     costed.ninstances = 2;
+    /* a row that did not measure a configuration but measured its variant: that variant's fastest
+     * there stands in, 0.05 (5%) worse. a2 (variant 0, like a) won at 100, 20% ahead of b; b won
+     * at 200 and 400, 2% ahead of a. At 120, a scores (0.79 * 0.05 + (0.58 + 0.37) log 1.02) /
+     * 1.73 = 0.034 (its variant's a2 standing in at 100), a2 (0.58 + 0.37) (log 1.02 + 0.05) /
+     * 1.73 = 0.038 (a standing in at 200 and 400), b 0.79 log 1.2 / 1.73 = 0.083; counted as
+     * 35% slower where unmeasured, b's 0.083 would win over a's 0.148 */
+    static const ktune_instance siblings[] = {
+        {"a", 0, {1}, NULL, 0, NULL}, {"b", 1, {2}, NULL, 0, NULL}, {"a2", 0, {3}, NULL, 0, NULL}};
+    static const ktune_row sibling_rows[] = {
+        {{KTUNE_F16, 100}, "a2", 10.0f, 10.0f},
+        {{KTUNE_F16, 200}, "b", 10.0f, 10.0f},
+        {{KTUNE_F16, 400}, "b", 20.0f, 20.0f},
+    };
+    static const ktune_table sibling_table = {"Dev A", 100, 90, sibling_rows, 3};
+    static const ktune_table *const sibling_tables[] = {&sibling_table};
+    static const int sibling_answers[] = {2, 1, 1};
+    static const int *const sibling_table_instances[] = {sibling_answers};
+    static const int sibling_runners[3 * KTUNE_TABLE_RUNNER_UPS] = {
+        1, -1, -1, -1, -1, -1, -1, -1, 0, -1, -1, -1, -1, -1, -1, -1, 0, -1, -1, -1, -1, -1, -1, -1};
+    static const float sibling_runner_us[3 * KTUNE_TABLE_RUNNER_UPS] = {
+        12.0f, 0, 0, 0, 0, 0, 0, 0, 10.2f, 0, 0, 0, 0, 0, 0, 0, 20.4f, 0, 0, 0, 0, 0, 0, 0};
+    static const int *const sibling_runner_instances[] = {sibling_runners};
+    static const float *const sibling_runner_times[] = {sibling_runner_us};
+    ktune_family kin = voting;
+    kin.tables = sibling_tables;
+    kin.table_instances = sibling_table_instances;
+    kin.instances = siblings;
+    kin.ninstances = 3;
+    kin.table_runner_instances = sibling_runner_instances;
+    kin.table_runner_us = sibling_runner_times;
+    ktune__select_reset();
+    CHECK(ktune__select(&kin, k120, &a, &vi, NULL) == KTUNE_OK && vi == 0);
     /* a variant without a model (cost 0) votes as before */
     costed.cost = no_cost;
     ktune__select_reset();
