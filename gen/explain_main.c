@@ -203,7 +203,8 @@ static int holdout(const char *name, const ktune_device_spec *spec)
             if (variant_us > 0) {
                 bounded++;
                 log_bound += log(t->rows[r].us / variant_us);
-                printf("; its variant's fastest there at %.3fx its speed", t->rows[r].us / variant_us);
+                printf("; its variant's fastest there at %.3fx its speed",
+                       t->rows[r].us / variant_us);
             }
             printf(")\n");
         }

@@ -564,7 +564,8 @@ struct wgmma_launcher {
 /* C^T = W A^T on the wgmma kernel (transposed_tiles): persistent blocks of CONSUMERS consumer
  * warpgroups, BW = 64 CONSUMERS rows of W by BA rows of A a tile, and a ring of RING_KB KiB (as
  * many stages as fit, at most 8). BA is the call's: any multiple of 16 from 64 to 256 (one kernel
- * each), by rows_of_a -- the variant's cost model, spaces/matmul.yaml. */
+ * each), by rows_of_a (the variant's cost model in spaces/matmul.yaml, for the vote, counts the
+ * padded tiles' multiply-adds over the waves alone, as wgmma's does). */
 template <int BW, int CONSUMERS, int RING_KB> struct transposed_launcher {
     static_assert(BW == 64 * CONSUMERS, "64 rows of W a consumer");
     static constexpr int BA_MIN = 64, BA_STEP = 16, BA_COUNT = 13; /* 64, 80, ..., 256 */

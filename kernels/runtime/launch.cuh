@@ -98,7 +98,9 @@ inline cudaError_t l2_bytes(int *bytes)
     static std::atomic<int> known[max_devices];
     return asked_once(
         known,
-        [](int device, int *v) { return cudaDeviceGetAttribute(v, cudaDevAttrL2CacheSize, device); },
+        [](int device, int *v) {
+            return cudaDeviceGetAttribute(v, cudaDevAttrL2CacheSize, device);
+        },
         bytes);
 }
 

@@ -308,7 +308,10 @@ int main(void)
     static const int sibling_answers[] = {2, 1, 1};
     static const int *const sibling_table_instances[] = {sibling_answers};
     static const int sibling_runners[3 * KTUNE_TABLE_RUNNER_UPS] = {
-        1, -1, -1, -1, -1, -1, -1, -1, 0, -1, -1, -1, -1, -1, -1, -1, 0, -1, -1, -1, -1, -1, -1, -1};
+        1, -1, -1, -1, -1, -1, -1, -1, /* 100: b */
+        0, -1, -1, -1, -1, -1, -1, -1, /* 200: a */
+        0, -1, -1, -1, -1, -1, -1, -1, /* 400: a */
+    };
     static const float sibling_runner_us[3 * KTUNE_TABLE_RUNNER_UPS] = {
         12.0f, 0, 0, 0, 0, 0, 0, 0, 10.2f, 0, 0, 0, 0, 0, 0, 0, 20.4f, 0, 0, 0, 0, 0, 0, 0};
     static const int *const sibling_runner_instances[] = {sibling_runners};
