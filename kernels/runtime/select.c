@@ -257,9 +257,10 @@ static double vote_distance(const ktune_family *f, const int64_t *a, const int64
     return dist;
 }
 
-/* Row r's measured configurations (its answer and runner-ups) compiled in and valid for key;
- * none where its answer is not (a row whose answer cannot serve the key is another regime: its
- * runner-ups of other variants would vote from it as if they were good there). */
+/* Row r's measured configurations (its answer and runner-ups) compiled in (all) and those of
+ * them valid for key (instance); none where its answer is not (a row whose answer cannot serve the
+ * key is another regime: its runner-ups of other variants would vote from it as if they were good
+ * there). */
 static void vote_row_fill(const ktune_family *f, int ti, int r, const int64_t *key,
                           const ktune_device *dev, vote_row *v)
 {
