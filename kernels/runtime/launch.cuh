@@ -55,6 +55,14 @@ cudaError_t asked_once(std::atomic<int> (&known)[max_devices], Ask ask, int *val
     return e;
 }
 
+/* Device attribute A of the current device (asked once a device). */
+template <cudaDeviceAttr A> cudaError_t attribute_once(int *value)
+{
+    static std::atomic<int> known[max_devices];
+    return asked_once(
+        known, [](int device, int *v) { return cudaDeviceGetAttribute(v, A, device); }, value);
+}
+
 /* Whether launches on the current device overlap: compute capability 9.0 or later (earlier ones
  * have no programmatic dependent launch), and KTUNE_OVERLAP not "0" in the environment (read
  * once a process). */
@@ -64,16 +72,10 @@ inline bool overlap_allowed()
         const char *v = getenv("KTUNE_OVERLAP");
         return v && strcmp(v, "0") == 0;
     }();
-    static std::atomic<int> known[max_devices]; /* the compute capability's major */
     int major = 0;
     if (disabled)
         return false;
-    if (asked_once(
-            known,
-            [](int device, int *v) {
-                return cudaDeviceGetAttribute(v, cudaDevAttrComputeCapabilityMajor, device);
-            },
-            &major) != cudaSuccess) {
+    if (attribute_once<cudaDevAttrComputeCapabilityMajor>(&major) != cudaSuccess) {
         cudaGetLastError();
         return false;
     }
@@ -83,25 +85,13 @@ inline bool overlap_allowed()
 /* The current device's multiprocessor count (asked once a device). */
 inline cudaError_t multiprocessors(int *count)
 {
-    static std::atomic<int> known[max_devices];
-    return asked_once(
-        known,
-        [](int device, int *v) {
-            return cudaDeviceGetAttribute(v, cudaDevAttrMultiProcessorCount, device);
-        },
-        count);
+    return attribute_once<cudaDevAttrMultiProcessorCount>(count);
 }
 
 /* The current device's L2 cache, bytes (asked once a device). */
 inline cudaError_t l2_bytes(int *bytes)
 {
-    static std::atomic<int> known[max_devices];
-    return asked_once(
-        known,
-        [](int device, int *v) {
-            return cudaDeviceGetAttribute(v, cudaDevAttrL2CacheSize, device);
-        },
-        bytes);
+    return attribute_once<cudaDevAttrL2CacheSize>(bytes);
 }
 
 /* A launch configuration: the cluster dimension where the cluster holds more than one block,
