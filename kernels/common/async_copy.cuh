@@ -37,6 +37,26 @@ template <int BYTES> __device__ __forceinline__ void cp_async_small(void *smem, 
                  : "memory");
 }
 
+/* The same three with the destination as a shared-memory address (smem_addr's). */
+__device__ __forceinline__ void cp_async16(uint32_t smem, const void *gmem)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem) : "memory");
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t smem, const void *gmem, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(bytes)
+                 : "memory");
+}
+
+template <int BYTES> __device__ __forceinline__ void cp_async_small(uint32_t smem, const void *gmem, int src_bytes)
+{
+    static_assert(BYTES == 4 || BYTES == 8, "cp.async.ca copies 4, 8 or 16 bytes");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem), "l"(gmem), "n"(BYTES),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
 __device__ __forceinline__ void cp_async_commit()
 {
     asm volatile("cp.async.commit_group;\n" ::: "memory");

@@ -281,12 +281,13 @@ __device__ __forceinline__ uint32_t mask_or(uint32_t x, uint32_t mask, uint32_t 
  * mantissa's top), and its offset there. */
 template <typename T, int F> struct field_at {
     static constexpr int PER_SHIFT = (magic_of<T>::MANTISSA - F) / F + 1;
-    __device__ __forceinline__ static int shift(int p) { return p / PER_SHIFT * PER_SHIFT * F; }
-    __device__ __forceinline__ static int at(int p) { return p % PER_SHIFT * F; }
-    __device__ __forceinline__ static uint32_t biased(uint32_t word, int p)
+    __host__ __device__ static constexpr int shift(int p) { return p / PER_SHIFT * PER_SHIFT * F; }
+    __host__ __device__ static constexpr int at(int p) { return p % PER_SHIFT * F; }
+    __device__ __forceinline__ static uint32_t biased(uint32_t word, int p,
+                                                      uint32_t magic = magic_of<T>::PAIR)
     {
         constexpr uint32_t mask = ((1u << F) - 1) * 0x10001u;
-        return mask_or(word >> shift(p), mask << at(p), magic_of<T>::PAIR);
+        return mask_or(word >> shift(p), mask << at(p), magic);
     }
 };
 
@@ -295,12 +296,13 @@ template <typename T, int F> struct field_at {
  * 3-bit fields fit below the mantissa's top (2 at + 3 <= MANTISSA) a shift of the word. */
 template <typename T> struct field3_at {
     static constexpr int PER_SHIFT = (magic_of<T>::MANTISSA - 3) / 2 + 1;
-    __device__ __forceinline__ static int at(int p) { return p % PER_SHIFT * 2; }
-    __device__ __forceinline__ static uint32_t biased(uint32_t word, uint32_t q2, int pair)
+    __host__ __device__ static constexpr int at(int p) { return p % PER_SHIFT * 2; }
+    __device__ __forceinline__ static uint32_t biased(uint32_t word, uint32_t q2, int pair,
+                                                      uint32_t magic = magic_of<T>::PAIR)
     {
         const int p = pair % 8, shift = p / PER_SHIFT * PER_SHIFT * 2, to = at(p) + 2;
         const uint32_t moved = to >= pair ? q2 << (to - pair) : q2 >> (pair - to);
-        const uint32_t hi = mask_or(moved, 0x00010001u << to, magic_of<T>::PAIR);
+        const uint32_t hi = mask_or(moved, 0x00010001u << to, magic);
         return mask_or(word >> shift, 0x00030003u << at(p), hi);
     }
 };
@@ -345,6 +347,48 @@ __device__ __forceinline__ void dequant_unit(const uint32_t (&q)[B], const unit_
         }
     }
 }
+
+/* A unit's 16 pairs biased rather than dequantized: each value M + q, M = 2^(mantissa - at) for
+ * the place `at` where its field lies in the mantissa, so that the field's last bit weighs one:
+ * the lop3 that or's the field into the mantissa is the whole of a pair's work (with a shift of
+ * the word for every PER_SHIFT fields, and for 3 bits the plane-1 bit's move). A kernel that
+ * multiplies these adds the products of the same activations by minus_bias (-(M + zero) for the
+ * symmetric zero point 2^(B - 1)): a multiply by constants, the same for every row of the weight,
+ * in place of a subtraction a pair. Exact for every width but bf16's 8 bits (128 + q leaves bf16's
+ * integers: TAKES false). */
+template <int B, typename T> struct biased_unit {
+    using M = magic_of<T>;
+    static constexpr bool TAKES = !(B == 8 && !M::F16);
+    __host__ __device__ static constexpr int at(int pair)
+    {
+        return B == 2   ? field_at<T, 2>::at(pair % 8)
+               : B == 3 ? field3_at<T>::at(pair % 8)
+               : B == 4 ? field_at<T, 4>::at(pair % 4)
+                        : 0;
+    }
+    /* M of pair `pair` as a pair: 2^(mantissa - at), mantissa bits clear */
+    __host__ __device__ static constexpr uint32_t magic(int pair)
+    {
+        return pow2_pair<T>(at(pair) - M::MANTISSA);
+    }
+    __host__ __device__ static constexpr uint32_t minus_bias(int pair)
+    {
+        return int_pair<T>((1 << (M::MANTISSA - at(pair))) + (1 << (B - 1))) | 0x80008000u;
+    }
+    __device__ __forceinline__ static void unit(const uint32_t (&q)[B], uint32_t (&out)[16])
+    {
+        static_assert(TAKES, "bf16's 8 bits go through fp32");
+#pragma unroll
+        for (int pair = 0; pair < 16; pair++) {
+            if constexpr (B == 8)
+                out[pair] = __byte_perm(q[pair / 2], 0x64646464u, pair % 2 ? 0x4342u : 0x4140u);
+            else if constexpr (B == 3)
+                out[pair] = field3_at<T>::biased(q[pair / 8], q[2], pair, magic(pair));
+            else
+                out[pair] = field_at<T, B>::biased(q[pair / (16 / B)], pair % (16 / B), magic(pair));
+        }
+    }
+};
 
 /* A quarter of a unit, dequantized: pairs t, t + 4, t + 8 and t + 12 (pair p holding values 2p
  * and 2p + 1, as in dequant_unit, with the same arithmetic) into out[0..3], for t of 0..3. Lane t
