@@ -22,9 +22,8 @@
  * row n - 1; units past k are zeros in both operands. The warps' sums meet in shared memory. */
 #pragma once
 
-#include "../matmul/matmul_common.cuh"
 #include "async_copy.cuh"
-#include "wqmatmul_common.cuh"
+#include "wqmatmul_small.cuh"
 
 #include <utility>
 
@@ -272,16 +271,9 @@ __global__ void __launch_bounds__(WARPS * 32)
             for (int mt = 0; mt < MTILES; mt++) {
                 const uint32_t *xa = reinterpret_cast<const uint32_t *>(x[mt]);
                 [[maybe_unused]] float slab[4] = {0, 0, 0, 0};
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    const uint32_t fa[4] = {p[0][2 * j], p[1][2 * j], p[0][2 * j + 1],
-                                            p[1][2 * j + 1]};
-                    const uint32_t fb[2] = {xa[2 * j], xa[2 * j + 1]};
-                    if constexpr (POST)
-                        ktune_matmul_impl::mma_16816<T>(slab, fa, fb);
-                    else
-                        ktune_matmul_impl::mma_16816<T>(d[r][mt], fa, fb);
-                }
+                unit_multiplies(p, xa, [&](const uint32_t(&fa)[4], const uint32_t(&fb)[2]) {
+                    ktune_matmul_impl::mma_16816<T>(POST ? slab : d[r][mt], fa, fb);
+                });
                 if constexpr (BIASED) {
 #pragma unroll
                     for (int i = 0; i < 4; i++)
@@ -301,16 +293,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         slab_step(s, std::true_type());
     ktune_common::cp_async_wait<0>(); /* no copy outlives the block */
 
-    /* the warps' sums meet in shared memory, then each thread of the block finishes some:
-     * element e is accumulator i of tile (r, mt) of lane l */
-    ktune_matmul_impl::warps_sum<float, WARPS, RTILES * MTILES>(
-        reinterpret_cast<const float(&)[RTILES * MTILES][4]>(d), [&](int e, float total) {
-            const int l = e % 32, i = e / 32 % 4, tile = e / 128, r = tile / MTILES, mt = tile % MTILES;
-            const int64_t col = row0 + 16 * r + l / 4 + 8 * (i / 2); /* a row of W: a column of C */
-            const int64_t row = 8 * mt + 2 * (l % 4) + i % 2;          /* a row of A and C */
-            if (row < m && col < n)
-                c[row * n + col] = ktune_common::from_float<T>(total);
-        });
+    store_sums<T, WARPS>(d, c, row0, m, n);
 }
 
 template <int WARPS, int STAGES, int MTILES, int RTILES> struct ring_launcher {

@@ -31,6 +31,37 @@ __device__ __forceinline__ void mma_16816_h(uint32_t (&d)[2], const uint32_t (&a
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+/* The eight m16n8k16 multiplies of a unit: w's 16 pairs of rows g and g + 8 of a tile (p) by the
+ * same 32 k of activation row g (xa), step j taking pairs 2 j and 2 j + 1 of each: mma(fa, fb). */
+template <typename Mma>
+__device__ __forceinline__ void unit_multiplies(const uint32_t (&p)[2][16], const uint32_t *xa,
+                                                Mma &&mma)
+{
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const uint32_t fa[4] = {p[0][2 * j], p[1][2 * j], p[0][2 * j + 1], p[1][2 * j + 1]};
+        const uint32_t fb[2] = {xa[2 * j], xa[2 * j + 1]};
+        mma(fa, fb);
+    }
+}
+
+/* The warps' sums of a block's 16 * RTILES rows of w by 8 * MTILES rows of a meet in shared
+ * memory, then each thread of the block finishes some and stores them in C (element e is
+ * accumulator i of tile (r, mt) of lane l). */
+template <typename T, int WARPS, int RTILES, int MTILES>
+__device__ __forceinline__ void store_sums(float (&d)[RTILES][MTILES][4], T *c, int64_t row0,
+                                           int m, int n)
+{
+    ktune_matmul_impl::warps_sum<float, WARPS, RTILES * MTILES>(
+        reinterpret_cast<const float(&)[RTILES * MTILES][4]>(d), [&](int e, float total) {
+            const int l = e % 32, i = e / 32 % 4, tile = e / 128, r = tile / MTILES, mt = tile % MTILES;
+            const int64_t col = row0 + 16 * r + l / 4 + 8 * (i / 2); /* a row of W: a column of C */
+            const int64_t row = 8 * mt + 2 * (l % 4) + i % 2;          /* a row of A and C */
+            if (row < m && col < n)
+                c[row * n + col] = ktune_common::from_float<T>(total);
+        });
+}
+
 template <typename T, int B, int WARPS, int UNROLL, int MTILES, int RTILES, int ACC32, bool POST>
 __global__ void __launch_bounds__(WARPS * 32)
     small_kernel(const T *__restrict__ a, qweight_view<T> w, T *__restrict__ c, int m, int n, int k)
@@ -107,18 +138,14 @@ __global__ void __launch_bounds__(WARPS * 32)
                     const uint32_t *xa = reinterpret_cast<const uint32_t *>(x[u % 2][mt]);
                     uint32_t h16[2] = {0, 0};
                     float slab[4] = {0, 0, 0, 0};
-#pragma unroll
-                    for (int j = 0; j < 8; j++) {
-                        const uint32_t fa[4] = {p[0][2 * j], p[1][2 * j], p[0][2 * j + 1],
-                                                p[1][2 * j + 1]};
-                        const uint32_t fb[2] = {xa[2 * j], xa[2 * j + 1]};
+                    unit_multiplies(p, xa, [&](const uint32_t(&fa)[4], const uint32_t(&fb)[2]) {
                         if constexpr (POST)
                             ktune_matmul_impl::mma_16816<T>(slab, fa, fb);
                         else if constexpr (ACC32)
                             ktune_matmul_impl::mma_16816<T>(d[r][mt], fa, fb);
                         else
                             mma_16816_h(h16, fa, fb);
-                    }
+                    });
                     if constexpr (POST) {
 #pragma unroll
                         for (int i = 0; i < 4; i++)
@@ -134,16 +161,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         }
     }
 
-    /* the warps' sums meet in shared memory, then each thread of the block finishes some:
-     * element e is accumulator i of tile (r, mt) of lane l */
-    ktune_matmul_impl::warps_sum<float, WARPS, RTILES * MTILES>(
-        reinterpret_cast<const float(&)[RTILES * MTILES][4]>(d), [&](int e, float total) {
-            const int l = e % 32, i = e / 32 % 4, tile = e / 128, r = tile / MTILES, mt = tile % MTILES;
-            const int64_t col = row0 + 16 * r + l / 4 + 8 * (i / 2); /* a row of W: a column of C */
-            const int64_t row = 8 * mt + 2 * (l % 4) + i % 2;          /* a row of A and C */
-            if (row < m && col < n)
-                c[row * n + col] = ktune_common::from_float<T>(total);
-        });
+    store_sums<T, WARPS>(d, c, row0, m, n);
 }
 
 template <int WARPS, int UNROLL, int MTILES, int RTILES, int ACC32> struct small_launcher {
