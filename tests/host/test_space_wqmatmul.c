@@ -2,7 +2,9 @@
  * with the interpreter on every config, shape and device, and the wgmma variant's rules: sm_90a
  * code only, m > 16 only, 3-bit weights only in slabs of 128 k (its second plane's TMA box),
  * clusters only where a neighbouring tile of w exists, and every ring it takes within the
- * device's shared memory as the kernel lays it out (wgmma_shape in wqmatmul_wgmma.cuh). */
+ * device's shared memory as the kernel lays it out (wgmma_shape in wqmatmul_wgmma.cuh); the ring
+ * variant's: m <= 8 * mtiles only, and its shared memory within the H100's for every config and
+ * bit width (wqmatmul_ring.cuh). */
 #include <string.h>
 
 #include "check.h"
@@ -21,6 +23,16 @@ static int64_t wgmma_smem(int64_t bm, int64_t consumers, int64_t stages, int64_t
     return stages * stage + stages * 16 + 1024;
 }
 
+/* The bytes of shared memory a ring block takes: each warp's ring of min(stages, what fits in 160
+ * KB a block, at least one) slabs of 16 * rtiles rows of 4 units (b words a unit), and the warps'
+ * fp32 sums (512 bytes a warp and 16 x 8 tile). */
+static int64_t ring_smem(int64_t warps, int64_t stages, int64_t mtiles, int64_t rtiles, int64_t bits)
+{
+    const int64_t slab = 16 * rtiles * 16 * bits, fit = 160 * 1024 / (warps * slab);
+    const int64_t depth = fit < 1 ? 1 : fit < stages ? fit : stages;
+    return warps * depth * slab + warps * rtiles * mtiles * 512;
+}
+
 int main(int argc, char **argv)
 {
     ktune_space s;
@@ -28,8 +40,9 @@ int main(int argc, char **argv)
     if (loaded != 0)
         return loaded;
     ktune_err err;
-    CHECK(s.nvariants == 5 && strcmp(s.variants[KTUNE_WQMATMUL_VARIANT_WGMMA].name, "wgmma") == 0 &&
-          strcmp(s.variants[KTUNE_WQMATMUL_VARIANT_LARGE].name, "large") == 0);
+    CHECK(s.nvariants == 6 && strcmp(s.variants[KTUNE_WQMATMUL_VARIANT_WGMMA].name, "wgmma") == 0 &&
+          strcmp(s.variants[KTUNE_WQMATMUL_VARIANT_LARGE].name, "large") == 0 &&
+          strcmp(s.variants[KTUNE_WQMATMUL_VARIANT_RING].name, "ring") == 0);
     const ktune_space_variant *wv = &s.variants[KTUNE_WQMATMUL_VARIANT_WGMMA];
     const int p_bm = param_index(wv, "bm"), p_consumers = param_index(wv, "consumers"),
               p_stages = param_index(wv, "stages"), p_slab = param_index(wv, "slab"),
@@ -97,6 +110,31 @@ int main(int argc, char **argv)
         small += s.configs[c].variant == KTUNE_WQMATMUL_VARIANT_WGMMA &&
                  ktune__wqmatmul_valid(s.configs[c].variant, s.configs[c].params, key, &devices[0]);
     CHECK(small == 0);
+    /* ring: 2 mtiles x 3 rtiles x 3 warps x 2 stages, less 16 warps of 4 x 2 tiles (their sums
+     * pass 48 KB); valid only where m fits its tiles of a; its shared memory within the H100's */
+    const ktune_space_variant *rv = &s.variants[KTUNE_WQMATMUL_VARIANT_RING];
+    const int r_mtiles = param_index(rv, "mtiles"), r_rtiles = param_index(rv, "rtiles"),
+              r_warps = param_index(rv, "warps"), r_stages = param_index(rv, "stages");
+    CHECK(r_mtiles >= 0 && r_rtiles >= 0 && r_warps >= 0 && r_stages >= 0);
+    long rings = 0, ring_valid = 0, ring_bad = 0;
+    for (int c = 0; c < s.nconfigs; c++) {
+        const ktune_space_config *cfg = &s.configs[c];
+        if (cfg->variant != KTUNE_WQMATMUL_VARIANT_RING)
+            continue;
+        rings++;
+        for (int b = 0; b < 4; b++)
+            ring_bad += ring_smem(cfg->params[r_warps], cfg->params[r_stages], cfg->params[r_mtiles],
+                                  cfg->params[r_rtiles], (int64_t[]){2, 3, 4, 8}[b]) >
+                        devices[0].smem_per_block;
+        for (int k = 0; k < s.nshapes; k++) {
+            const int64_t *key = s.shapes[k].key;
+            if (!ktune__wqmatmul_valid(cfg->variant, cfg->params, key, &devices[0]))
+                continue;
+            ring_valid++;
+            ring_bad += key[3] > 8 * cfg->params[r_mtiles];
+        }
+    }
+    CHECK(rings == 34 && ring_valid > 0 && ring_bad == 0);
     /* instantiate: dtype x bits, the generated combo agreeing with the loader's on every shape,
      * the values' numbers (KTUNE_WQMATMUL_COMBO_*) adding up to it, a bit width not instantiated
      * none */
@@ -118,8 +156,9 @@ int main(int argc, char **argv)
           0);
     CHECK(ktune__wqmatmul_combo(key) == -1 && ktune_space_combo(&s, key) == -1);
     printf("%ld (config, shape, device) validity checks agree; wgmma valid %ld times on the H100 "
-           "with sm_90a code (%ld checked against its rules and its shared memory), large %ld\n",
-           agree, wgmma_h100, checked, large_h100);
+           "with sm_90a code (%ld checked against its rules and its shared memory), large %ld, "
+           "ring %ld\n",
+           agree, wgmma_h100, checked, large_h100, ring_valid);
     ktune_space_free(&s);
     return check_report("test_space_wqmatmul");
 }
