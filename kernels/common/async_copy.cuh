@@ -45,15 +45,17 @@ __device__ __forceinline__ void cp_async16(uint32_t smem, const void *gmem)
 
 __device__ __forceinline__ void cp_async16(uint32_t smem, const void *gmem, int bytes)
 {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(bytes)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
+                 "r"(bytes)
                  : "memory");
 }
 
-template <int BYTES> __device__ __forceinline__ void cp_async_small(uint32_t smem, const void *gmem, int src_bytes)
+template <int BYTES>
+__device__ __forceinline__ void cp_async_small(uint32_t smem, const void *gmem, int src_bytes)
 {
     static_assert(BYTES == 4 || BYTES == 8, "cp.async.ca copies 4, 8 or 16 bytes");
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem), "l"(gmem), "n"(BYTES),
-                 "r"(src_bytes)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem), "l"(gmem),
+                 "n"(BYTES), "r"(src_bytes)
                  : "memory");
 }
 

@@ -101,8 +101,8 @@ __host__ __device__ inline bool weight_takes(int64_t k, int bits, int group)
 }
 
 /* Whether the small-m kernels with fp32 sums multiply by q - zero and scale the sums of each 128 k
- * (POST in wqmatmul_small.cuh): where every 128 k of a row share one scale. The worker checks such
- * keys against the unrounded weight too. */
+ * (POST in wqmatmul_small.cuh and wqmatmul_ring.cuh): where every 128 k of a row share one scale.
+ * The worker checks such keys against the unrounded weight too. */
 __host__ __device__ inline bool slab_sums_scaled(int group) { return group % 128 == 0; }
 
 /* Loads that stream past L1 (the weight is read once), 4, 8 and 16 bytes, asking L2 to fetch the

@@ -70,7 +70,8 @@ template <int B, typename T> __host__ __device__ constexpr int bias_step(int j)
     return first;
 }
 
-template <typename T, int B, int WARPS, int STAGES_ASKED, int MTILES, int RTILES, bool BIAS, bool POST>
+template <typename T, int B, int WARPS, int STAGES_ASKED, int MTILES, int RTILES, bool BIAS,
+          bool POST>
 __global__ void __launch_bounds__(WARPS * 32)
     ring_kernel(const T *__restrict__ a, qweight_view<T> w, T *__restrict__ c, int m, int n, int k)
 {
@@ -102,7 +103,8 @@ __global__ void __launch_bounds__(WARPS * 32)
     auto chunk_src = [&](int j) -> const uint32_t * {
         const bool p0 = j < J1;
         const int row = min(p0 ? lane / P0 + 32 / P0 * j : lane + 32 * (j - J1), rows_left - 1);
-        return p0 ? w.plane0 + (row0 + row) * w.units * P0 + off0 : w.plane1 + (row0 + row) * w.units;
+        return p0 ? w.plane0 + (row0 + row) * w.units * P0 + off0
+                  : w.plane1 + (row0 + row) * w.units;
     };
     const uint32_t *src[LANE_CHUNKS < KEPT ? LANE_CHUNKS : KEPT];
 #pragma unroll
@@ -111,8 +113,8 @@ __global__ void __launch_bounds__(WARPS * 32)
     /* Rows start 16-byte aligned but for 2 and 3 bits where k is not a multiple of 64 (of 128 for
      * plane 1): then, and for a slab past k, the general copy, in 8- (plane 0) or 4-byte (plane 1)
      * pieces, zeros past k. */
-    const bool whole = (P0 != 2 || k % 64 == 0) &&
-                       (P1 == 0 || (k % 128 == 0 && (uintptr_t)w.plane1 % 16 == 0));
+    const bool whole =
+        (P0 != 2 || k % 64 == 0) && (P1 == 0 || (k % 128 == 0 && (uintptr_t)w.plane1 % 16 == 0));
     auto issue = [&](int slab, uint32_t to) {
         const bool fast = whole && slab < full;
 #pragma unroll
@@ -134,13 +136,14 @@ __global__ void __launch_bounds__(WARPS * 32)
                 else if (p0) {
 #pragma unroll
                     for (int h = 0; h < 2; h++)
-                        ktune_common::cp_async_small<8>(to + 16 * i + 8 * h, words > 2 * h ? from + 2 * h : from,
+                        ktune_common::cp_async_small<8>(to + 16 * i + 8 * h,
+                                                        words > 2 * h ? from + 2 * h : from,
                                                         4 * min(max(words - 2 * h, 0), 2));
                 } else {
 #pragma unroll
                     for (int h = 0; h < 4; h++)
-                        ktune_common::cp_async_small<4>(to + 16 * i + 4 * h, words > h ? from + h : from,
-                                                        words > h ? 4 : 0);
+                        ktune_common::cp_async_small<4>(
+                            to + 16 * i + 4 * h, words > h ? from + h : from, words > h ? 4 : 0);
                 }
             }
         }
@@ -165,7 +168,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 
     /* the bias's fragments (BIASED): step j's, {minus_bias(2 j) twice, minus_bias(2 j + 1) twice},
      * made for the first step of each distinct pair of values (bias_step) and copied for the
-     * others; the steps are compile-time constants (for_each_step), so that bq stays in registers */
+     * others; the steps are compile-time constants (for_each_step): bq stays in registers */
     uint32_t bq[8][4];
     if constexpr (BIASED)
         for_each_step([&](auto step) {
@@ -246,7 +249,9 @@ __global__ void __launch_bounds__(WARPS * 32)
                 uint32_t q[B];
                 const uint32_t w0 = st + (row * 4 + t) * P0 * 4;
                 if constexpr (P0 == 2) {
-                    asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];\n" : "=r"(q[0]), "=r"(q[1]) : "r"(w0));
+                    asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];\n"
+                                 : "=r"(q[0]), "=r"(q[1])
+                                 : "r"(w0));
                 } else {
 #pragma unroll
                     for (int i = 0; i < P0; i += 4)
@@ -306,9 +311,10 @@ template <int WARPS, int STAGES, int MTILES, int RTILES> struct ring_launcher {
         const int64_t blocks = (n + 16 * RTILES - 1) / (16 * RTILES);
         const qweight_view<T> v = view_of<T>(w, n, k);
         const bool post = slab_sums_scaled(w.group);
-        const auto kernel = !post     ? ring_kernel<T, B, WARPS, STAGES, MTILES, RTILES, false, false>
-                            : w.zeros ? ring_kernel<T, B, WARPS, STAGES, MTILES, RTILES, false, true>
-                                      : ring_kernel<T, B, WARPS, STAGES, MTILES, RTILES, true, true>;
+        const auto kernel = !post ? ring_kernel<T, B, WARPS, STAGES, MTILES, RTILES, false, false>
+                            : w.zeros
+                                ? ring_kernel<T, B, WARPS, STAGES, MTILES, RTILES, false, true>
+                                : ring_kernel<T, B, WARPS, STAGES, MTILES, RTILES, true, true>;
         constexpr size_t smem =
             (size_t)WARPS * ring_stages<B, WARPS, STAGES, RTILES>() * slab_bytes<B, RTILES>();
         return ktune_launch::launch(kernel, dim3((unsigned)blocks), dim3(WARPS * 32), dim3(1, 1, 1),

@@ -26,7 +26,8 @@ static int64_t wgmma_smem(int64_t bm, int64_t consumers, int64_t stages, int64_t
 /* The bytes of shared memory a ring block takes: each warp's ring of min(stages, what fits in 160
  * KB a block, at least one) slabs of 16 * rtiles rows of 4 units (b words a unit), and the warps'
  * fp32 sums (512 bytes a warp and 16 x 8 tile). */
-static int64_t ring_smem(int64_t warps, int64_t stages, int64_t mtiles, int64_t rtiles, int64_t bits)
+static int64_t ring_smem(int64_t warps, int64_t stages, int64_t mtiles, int64_t rtiles,
+                         int64_t bits)
 {
     const int64_t slab = 16 * rtiles * 16 * bits, fit = 160 * 1024 / (warps * slab);
     const int64_t depth = fit < 1 ? 1 : fit < stages ? fit : stages;
@@ -123,9 +124,9 @@ int main(int argc, char **argv)
             continue;
         rings++;
         for (int b = 0; b < 4; b++)
-            ring_bad += ring_smem(cfg->params[r_warps], cfg->params[r_stages], cfg->params[r_mtiles],
-                                  cfg->params[r_rtiles], (int64_t[]){2, 3, 4, 8}[b]) >
-                        devices[0].smem_per_block;
+            ring_bad += ring_smem(cfg->params[r_warps], cfg->params[r_stages],
+                                  cfg->params[r_mtiles], cfg->params[r_rtiles],
+                                  (int64_t[]){2, 3, 4, 8}[b]) > devices[0].smem_per_block;
         for (int k = 0; k < s.nshapes; k++) {
             const int64_t *key = s.shapes[k].key;
             if (!ktune__wqmatmul_valid(cfg->variant, cfg->params, key, &devices[0]))
