@@ -385,7 +385,8 @@ template <int B, typename T> struct biased_unit {
             else if constexpr (B == 3)
                 out[pair] = field3_at<T>::biased(q[pair / 8], q[2], pair, magic(pair));
             else
-                out[pair] = field_at<T, B>::biased(q[pair / (16 / B)], pair % (16 / B), magic(pair));
+                out[pair] =
+                    field_at<T, B>::biased(q[pair / (16 / B)], pair % (16 / B), magic(pair));
         }
     }
 };

@@ -87,7 +87,8 @@ typedef cudaError_t ktune__wqmatmul_launch_t(const void *a, const ktune_qweight 
                            ktune_wqmatmul_impl::small_launcher<warps, unroll, mtiles, rtiles,   \
                                                                acc32>)
 #define KTUNE_WQMATMUL_DEFINE_RING(fn, combos, mtiles, rtiles, warps, stages)                     \
-    KTUNE_WQMATMUL_DEFINE_(fn, combos, ktune_wqmatmul_impl::ring_launcher<warps, stages, mtiles, rtiles>)
+    KTUNE_WQMATMUL_DEFINE_(fn, combos,                                                             \
+                           ktune_wqmatmul_impl::ring_launcher<warps, stages, mtiles, rtiles>)
 #define KTUNE_WQMATMUL_DEFINE_LARGE(fn, combos, bm, bn, wm, wn, stages)                            \
     KTUNE_WQMATMUL_DEFINE_(fn, combos, ktune_wqmatmul_impl::large_launcher<bm, bn, wm, wn, stages>)
 /* one 64-row piece of W a consumer warpgroup (the kernel's FM; two measured slower everywhere) */

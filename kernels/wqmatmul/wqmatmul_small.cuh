@@ -54,7 +54,8 @@ __device__ __forceinline__ void store_sums(float (&d)[RTILES][MTILES][4], T *c, 
 {
     ktune_matmul_impl::warps_sum<float, WARPS, RTILES * MTILES>(
         reinterpret_cast<const float(&)[RTILES * MTILES][4]>(d), [&](int e, float total) {
-            const int l = e % 32, i = e / 32 % 4, tile = e / 128, r = tile / MTILES, mt = tile % MTILES;
+            const int l = e % 32, i = e / 32 % 4, tile = e / 128, r = tile / MTILES,
+                      mt = tile % MTILES;
             const int64_t col = row0 + 16 * r + l / 4 + 8 * (i / 2); /* a row of W: a column of C */
             const int64_t row = 8 * mt + 2 * (l % 4) + i % 2;          /* a row of A and C */
             if (row < m && col < n)
