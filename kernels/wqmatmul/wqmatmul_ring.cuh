@@ -25,8 +25,6 @@
 #include "async_copy.cuh"
 #include "wqmatmul_small.cuh"
 
-#include <utility>
-
 namespace ktune_wqmatmul_impl {
 
 /* The depth of a warp's ring of slabs of w: STAGES (STAGES - 1 slabs in flight while one is
@@ -43,31 +41,6 @@ template <int B, int WARPS, int STAGES, int RTILES> __host__ __device__ constexp
 {
     constexpr int fit = RING_BUDGET / (WARPS * slab_bytes<B, RTILES>());
     return fit < 1 ? 1 : fit < STAGES ? fit : STAGES;
-}
-
-/* f(std::integral_constant<int, j>) for the eight k16 steps of a unit, j = 0 .. 7 in order. */
-template <typename F, int... J>
-__device__ __forceinline__ void for_each_step(F &&f, std::integer_sequence<int, J...>)
-{
-    (f(std::integral_constant<int, J>{}), ...);
-}
-
-template <typename F> __device__ __forceinline__ void for_each_step(F &&f)
-{
-    for_each_step(f, std::make_integer_sequence<int, 8>{});
-}
-
-/* The first k16 step whose pairs have step j's biases (biased_unit's minus_bias of pairs 2 j and
- * 2 j + 1). */
-template <int B, typename T> __host__ __device__ constexpr int bias_step(int j)
-{
-    using BU = biased_unit<B, T>;
-    int first = j;
-    for (int i = j - 1; i >= 0; i--)
-        if (BU::minus_bias(2 * i) == BU::minus_bias(2 * j) &&
-            BU::minus_bias(2 * i + 1) == BU::minus_bias(2 * j + 1))
-            first = i;
-    return first;
 }
 
 template <typename T, int B, int WARPS, int STAGES_ASKED, int MTILES, int RTILES, bool BIAS,
@@ -166,22 +139,6 @@ __global__ void __launch_bounds__(WARPS * 32)
     for (int mt = 0; mt < MTILES; mt++)
         arow[mt] = a + (int64_t)min(8 * mt + g, m - 1) * k + 32 * t;
 
-    /* the bias's fragments (BIASED): step j's, {minus_bias(2 j) twice, minus_bias(2 j + 1) twice},
-     * made for the first step of each distinct pair of values (bias_step) and copied for the
-     * others; the steps are compile-time constants (for_each_step): bq stays in registers */
-    uint32_t bq[8][4];
-    if constexpr (BIASED)
-        for_each_step([&](auto step) {
-            constexpr int j = decltype(step)::value, first = bias_step<B, T>(j);
-            if constexpr (first == j) {
-                bq[j][0] = bq[j][1] = BU::minus_bias(2 * j);
-                bq[j][2] = bq[j][3] = BU::minus_bias(2 * j + 1);
-            } else {
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    bq[j][i] = bq[first][i];
-            }
-        });
 #pragma unroll
     for (int i = 0; i < AHEAD; i++) {
         const int slab = warp + i * WARPS;
@@ -235,7 +192,9 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
                 for (int j = 0; j < 8; j++) {
                     const uint32_t fb[2] = {xa[2 * j], xa[2 * j + 1]};
-                    ktune_matmul_impl::mma_16816<T>(bias[mt], bq[j], fb);
+                    const uint32_t fa[4] = {BU::minus_bias(2 * j), BU::minus_bias(2 * j),
+                                            BU::minus_bias(2 * j + 1), BU::minus_bias(2 * j + 1)};
+                    ktune_matmul_impl::mma_16816<T>(bias[mt], fa, fb);
                 }
             }
         }
