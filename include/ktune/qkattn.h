@@ -38,7 +38,8 @@ extern "C" {
  * channels 50 times larger than the others (the sweep's check of every configuration).
  *
  * workspace: at least ktune_qkattn_workspace_bytes(batch, heads, seq_len, head_dim) bytes,
- * 256-byte aligned (the int8 copies of Q and K, their scales, the channels' statistics). */
+ * 256-byte aligned (the int8 copies of Q and K, their scales, the channels' statistics, and what
+ * the stream configurations' blocks hand each other); its contents need no initialization. */
 typedef struct {
     const void *q;
     const void *k;
@@ -53,9 +54,12 @@ typedef struct {
 } ktune_qkattn_problem;
 
 /* The workspace a problem of these sizes needs: two bytes a q and k element, plus
- * 8 * batch * heads * (seq_len / KTUNE_QKATTN_MIN_QUANT_BLOCK + 1) bytes of scales and
- * 520 * batch * heads * head_dim of the channels' statistics, each part rounded up to 256 bytes;
- * 0 where a size is below 1 or the total does not fit a size_t. */
+ * 8 * batch * heads * (seq_len / KTUNE_QKATTN_MIN_QUANT_BLOCK + 1) bytes of scales,
+ * 520 * batch * heads * head_dim of the channels' statistics, 4 * batch * heads *
+ * (seq_len / 64 + 2) of tile counters and 1024 * (head_dim + 8) * min(160, batch * heads * c^2),
+ * c = ceil(seq_len / 64), of the stream configurations' partial results (at most about 22 MB at
+ * head_dim 128), each part rounded up to 256 bytes; 0 where a size is below 1 or the total does
+ * not fit a size_t. */
 size_t ktune_qkattn_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_len,
                                     int64_t head_dim);
 

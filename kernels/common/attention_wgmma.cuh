@@ -79,9 +79,23 @@ __device__ __forceinline__ void softmax_step_slack(float (&mx)[2], float (&m)[2]
     }
 }
 
-/* A consumer warpgroup's walk over steps st0 .. st1 - 1 of BN keys (the ring's stages from 0 in
- * turn, as the producer fills them): the block's ring, which every consumer walks, or with
- * OWN_RING one of this warpgroup's own. The keys end at kv_end (the tail step's value rows past it
+/* Where a consumer is in its ring: the stage it takes next and the phase of that stage's
+ * barriers (a walk starts where the previous one of the block left the ring). */
+struct ring_place {
+    int s = 0, phase = 0;
+};
+
+/* TURNS (consume): consumer 1 hands the first turn to consumer 0, once before a block's first
+ * walk; each walk ends with consumer 1 handing the turn back. */
+template <bool TURNS> __device__ __forceinline__ void turns_open()
+{
+    if (TURNS && threadIdx.x / 128 == 2)
+        asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+}
+
+/* A consumer warpgroup's walk over steps st0 .. st1 - 1 of BN keys (the ring's stages in turn
+ * from `at`, as the producer fills them; `at` is left where the walk ends): the block's ring,
+ * which every consumer walks, or with OWN_RING one of this warpgroup's own. The keys end at kv_end (the tail step's value rows past it
  * are zeroed by the ring's consumers together), this warpgroup's at my_end: it multiplies the
  * steps below my_end and frees the others as they arrive.
  *
@@ -96,7 +110,7 @@ __device__ __forceinline__ void softmax_step_slack(float (&mx)[2], float (&m)[2]
  *
  * TURNS (two consumers): the consumers take turns to issue their multiplies (named barriers 4 and
  * 5, one a consumer: each waits for its turn, issues a step's S and P V and hands the turn to the
- * other; consumer 0 has the first), so that one's softmax runs while the other's multiplies do,
+ * other; consumer 0 has the first, turns_open), so that one's softmax runs while the other's multiplies do,
  * rather than both softmaxes at once on the special function units with the tensor cores idle
  * (FlashAttention-3's ping-pong). Both must take as many turns: turn_steps, the most steps either
  * multiplies; one that multiplies fewer takes the rest of its turns empty at the end. */
@@ -105,13 +119,13 @@ template <typename T, int D, int BN, int G, int PANELS, int CONSUMERS, int STAGE
 __device__ __forceinline__ void consume(const ring_view &r, int st0, int st1, int kv_end,
                                         int my_end, int turn_steps, float (&m)[2],
                                         float (&l)[2], float (&o)[D / 8][4], IssueS issue_s,
-                                        Scores scores)
+                                        Scores scores, ring_place &at)
 {
     using namespace ktune_matmul_impl;
     static_assert(BN % (8 * G) == 0, "groups of whole n8 blocks");
     constexpr int NG = BN / 8 / G; /* n8 blocks a group */
     const int tid = threadIdx.x % 128;
-    int s = 0, phase = 0;
+    int &s = at.s, &phase = at.phase;
     const int consumer = threadIdx.x / 128 - 1;
     /* step st's stage (s) filled; on the tail step, its value rows past kv_end zeroed */
     auto acquire = [&](int st) {
@@ -147,8 +161,6 @@ __device__ __forceinline__ void consume(const ring_view &r, int st0, int st1, in
                 asm volatile("bar.arrive 4, 256;\n" ::: "memory");
         }
     };
-    if (TURNS && consumer == 1) /* consumer 0 has the first turn */
-        asm volatile("bar.arrive 4, 256;\n" ::: "memory");
     if (st0 < last) {
         acquire(st0);
         take_turn();

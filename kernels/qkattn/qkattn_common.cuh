@@ -28,12 +28,15 @@ inline size_t workspace_bytes(int64_t batch, int64_t heads, int64_t seq, int64_t
     const double total = 2.0 * bh * (double)seq * (double)head_dim +
                          8.0 * bh * (double)scale_stride(seq) +
                          (16.0 * STAT_PARTS + 8) * bh * (double)head_dim +
-                         6 * 256.0;
+                         4.0 * bh * (double)counter_stride(seq) +
+                         2048.0 * STREAM_BLOCKS * (double)(head_dim + 8) + 8 * 256.0;
     if (total > (double)SIZE_MAX / 2)
         return 0;
     const size_t n = (size_t)(batch * heads), elems = n * (size_t)seq * (size_t)head_dim;
     return round256(elems) * 2 + round256(n * (size_t)scale_stride(seq) * 4) * 2 +
-           round256(n * (size_t)head_dim * STAT_PARTS * 16) + round256(n * (size_t)head_dim * 8);
+           round256(n * (size_t)head_dim * STAT_PARTS * 16) + round256(n * (size_t)head_dim * 8) +
+           round256(n * (size_t)counter_stride(seq) * 4) +
+           round256((size_t)stream_shares((int64_t)n, seq) * (size_t)(head_dim / 2 + 4) * 512);
 }
 
 /* The workspace's parts at base (workspace_bytes' layout, in its order). */
@@ -50,6 +53,8 @@ inline workspace workspace_of(const ktune_qkattn_problem &p)
     w.stats = reinterpret_cast<float *>(at += scales);
     w.channel =
         reinterpret_cast<float *>(at += round256(n * (size_t)p.head_dim * STAT_PARTS * 16));
+    w.counters = reinterpret_cast<int *>(at += round256(n * (size_t)p.head_dim * 8));
+    w.shares = reinterpret_cast<float *>(at += round256(n * (size_t)counter_stride(p.seq_len) * 4));
     return w;
 }
 
@@ -114,6 +119,8 @@ inline attend_args attend_args_of(const ktune_qkattn_problem &p, const workspace
     a.q_shift = __builtin_ctz(q_gran);
     a.k_shift = __builtin_ctz(k_gran);
     a.scale_stride = scale_stride(p.seq_len);
+    a.counters = w.counters;
+    a.shares = w.shares;
     return a;
 }
 

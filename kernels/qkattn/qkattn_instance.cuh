@@ -24,3 +24,10 @@ typedef cudaError_t ktune__qkattn_launch_t(const ktune_qkattn_problem *problem,
         return ktune_qkattn_impl::dispatch<ktune_qkattn_impl::wgmma_launcher<                      \
             block_size_m, block_size_n, num_stages, q_gran, k_gran, kv_split>>(problem, stream);   \
     }
+#define KTUNE_QKATTN_DEFINE_STREAM(fn, combos, block_size_m, block_size_n, num_stages, q_gran,     \
+                                   k_gran)                                                         \
+    extern "C" cudaError_t fn(const ktune_qkattn_problem *problem, cudaStream_t stream)            \
+    {                                                                                              \
+        return ktune_qkattn_impl::dispatch<ktune_qkattn_impl::wgmma_launcher<                      \
+            block_size_m, block_size_n, num_stages, q_gran, k_gran, 1, true>>(problem, stream);    \
+    }

@@ -28,6 +28,7 @@
 #include "../qmatmul/qmatmul_common.cuh"
 #include "ktune/qkattn.h"
 #include "launch.cuh"
+#include "qkattn_stream.cuh"
 
 namespace ktune_qkattn_impl {
 
@@ -58,6 +59,9 @@ struct workspace {
     float *stats;   /* batch x heads x STAT_PARTS x 4 x D: a slice's channel sums, least and
                        largest keys, largest |q| */
     float *channel; /* batch x heads x 2 x D: K's channel means, the balancing factors */
+    int *counters;  /* batch x heads x counter_stride: the stream variant's tile counters, zeroed
+                       by quantize */
+    float *shares;  /* stream_shares x share_floats: the stream variant's shares of cut tiles */
 };
 
 /* 8 consecutive elements of a 16-byte-aligned row, as floats. */
@@ -163,6 +167,11 @@ template <typename T, int D> __global__ void __launch_bounds__(128) quantize(con
     ktune_launch::release_next();
     const bool keys = blockIdx.z == 1;
     const int gran = keys ? a.k_gran : a.q_gran, bh = blockIdx.y;
+    if (blockIdx.x == 0 && !keys) { /* the (batch, head)'s tile counters, for a stream launch */
+        const int64_t stride = counter_stride(a.seq);
+        for (int64_t i = threadIdx.x; i < stride; i += THREADS)
+            a.w.counters[bh * stride + i] = 0;
+    }
     const int t0 = blockIdx.x * gran;
     if (t0 >= a.seq)
         return;
@@ -228,6 +237,8 @@ struct attend_args {
     int seq;
     int q_shift, k_shift; /* log2 of q_gran and k_gran: a block's scale is row >> shift's */
     int64_t scale_stride;
+    int *counters; /* the stream variant's (workspace) */
+    float *shares;
 };
 
 /* A block's shared memory: the int8 queries, then the ring of int8 keys and 16-bit values. */

@@ -178,8 +178,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             }
     };
     const ring_view rv = {ring, 2 * TILE_BYTES, TILE_BYTES, full, empty};
+    ring_place at;
     consume<T, D, BN, 1, PANELS, CONSUMERS, STAGES, false, false>(
-        rv, span.st0, span.st1, span.kv_end, my_end, 0, m, l, o, issue_s, scores);
+        rv, span.st0, span.st1, span.kv_end, my_end, 0, m, l, o, issue_s, scores, at);
     if (!busy)
         return;
 

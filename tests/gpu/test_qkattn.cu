@@ -1,6 +1,7 @@
 /* Every qkattn config of the space on odd shapes: sequence lengths of 1, 37, 200 and 517 (tails
  * of every tile and quantization block), batch 2 x 3 heads and 1 x 1, head_dim 64 and 128, causal
- * and not, bf16 and f16; inputs uniform in [-1, 1), and the same with 4 of k's channels outliers
+ * and not, bf16 and f16, and 1100 and 1500 tokens (the stream variant's runs then hold several
+ * segments, and its tiles are cut between several blocks); inputs uniform in [-1, 1), and the same with 4 of k's channels outliers
  * (50 (x + 1) / 2: 50 times larger, a mean of 25), on poisoned outputs. Against a host reference
  * in double: no output left NaN or infinite, cosine similarity >= 0.999 and relative L1 <= 0.03
  * (include/ktune/qkattn.h's promise). Then the public entry point: its argument checks and its
@@ -170,7 +171,8 @@ int main()
         {KTUNE_F16, 2, 3, 200, 128, 0},  {KTUNE_BF16, 2, 3, 200, 128, 1},
         {KTUNE_F16, 1, 1, 517, 64, 1},   {KTUNE_BF16, 1, 1, 517, 64, 0},
         {KTUNE_F16, 1, 2, 37, 128, 1},   {KTUNE_BF16, 1, 1, 1, 128, 0},
-        {KTUNE_F16, 2, 1, 1, 64, 1},
+        {KTUNE_F16, 2, 1, 1, 64, 1},     {KTUNE_F16, 1, 2, 1500, 128, 0},
+        {KTUNE_BF16, 1, 3, 1100, 64, 1},
     };
     long long checked = 0, failures = 0, refused = 0;
     double worst_cos[2] = {1, 1}, worst_l1[2] = {0, 0};
