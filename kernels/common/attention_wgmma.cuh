@@ -95,9 +95,10 @@ template <bool TURNS> __device__ __forceinline__ void turns_open()
 
 /* A consumer warpgroup's walk over steps st0 .. st1 - 1 of BN keys (the ring's stages in turn
  * from `at`, as the producer fills them; `at` is left where the walk ends): the block's ring,
- * which every consumer walks, or with OWN_RING one of this warpgroup's own. The keys end at kv_end (the tail step's value rows past it
- * are zeroed by the ring's consumers together), this warpgroup's at my_end: it multiplies the
- * steps below my_end and frees the others as they arrive.
+ * which every consumer walks, or with OWN_RING one of this warpgroup's own. The keys end at
+ * kv_end (the tail step's value rows past it are zeroed by the ring's consumers together), this
+ * warpgroup's at my_end: it multiplies the steps below my_end and frees the others as they
+ * arrive.
  *
  * Per step: issue_s(st, stage) issues and commits S = Q K^T of the stage's keys into storage of
  * the caller's; scores(st, x, mul, add) reads it (the multiplies done) into x, masked keys -inf,
@@ -110,10 +111,11 @@ template <bool TURNS> __device__ __forceinline__ void turns_open()
  *
  * TURNS (two consumers): the consumers take turns to issue their multiplies (named barriers 4 and
  * 5, one a consumer: each waits for its turn, issues a step's S and P V and hands the turn to the
- * other; consumer 0 has the first, turns_open), so that one's softmax runs while the other's multiplies do,
- * rather than both softmaxes at once on the special function units with the tensor cores idle
- * (FlashAttention-3's ping-pong). Both must take as many turns: turn_steps, the most steps either
- * multiplies; one that multiplies fewer takes the rest of its turns empty at the end. */
+ * other; consumer 0 has the first, turns_open), so that one's softmax runs while the other's
+ * multiplies do, rather than both softmaxes at once on the special function units with the
+ * tensor cores idle (FlashAttention-3's ping-pong). Both must take as many turns: turn_steps, the
+ * most steps either multiplies; one that multiplies fewer takes the rest of its turns empty at
+ * the end. */
 template <typename T, int D, int BN, int G, int PANELS, int CONSUMERS, int STAGES, bool OWN_RING,
           bool TURNS, typename IssueS, typename Scores>
 __device__ __forceinline__ void consume(const ring_view &r, int st0, int st1, int kv_end,

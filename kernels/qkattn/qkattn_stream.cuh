@@ -100,7 +100,10 @@ template <int BM, int BN, bool CAUSAL> struct stream_schedule {
     }
 
     /* The first step of block b's run (b <= blocks: blocks gives the end). */
-    __host__ __device__ __forceinline__ int64_t start_of(int b) const { return (int64_t)b * total / blocks; }
+    __host__ __device__ __forceinline__ int64_t start_of(int b) const
+    {
+        return (int64_t)b * total / blocks;
+    }
 
     /* The block whose run holds step g of the call. */
     __host__ __device__ __forceinline__ int block_of(int64_t g) const

@@ -175,7 +175,8 @@ __global__ void __launch_bounds__((QT * SPLIT + 1) * 128, 1)
                     /* the stage is free */
                     ktune_common::barrier_wait_idle(&p_empty[at.s], at.phase ^ 1);
                     barrier_expect(&p_full[at.s], STAGE_BYTES);
-                    unsigned char *const k_s = ring + at.s * STAGE_BYTES, *const v_s = k_s + K_BYTES;
+                    unsigned char *const k_s = ring + at.s * STAGE_BYTES;
+                    unsigned char *const v_s = k_s + K_BYTES;
                     tma_load(k_s, &map_k, 0, first + st * BN, &p_full[at.s]);
 #pragma unroll
                     for (int p = 0; p < PANELS; p++)
@@ -214,17 +215,30 @@ __global__ void __launch_bounds__((QT * SPLIT + 1) * 128, 1)
             sg = segment_at(g);
             barrier_wait(&q_full[qat.s], qat.phase);
         }
-        /* the segment's, as issue_s and scores read them: this thread's rows (ra and ra + 8) and
-         * their scales, the keys every one of its queries sees, the (batch, head)'s key scales, this
-         * warpgroup's queries */
-        int ra = 0, unmasked = 0;
-        float qs[2];
-        const float *ks = a.k_scale;
-        uint64_t q_desc = 0;
+        const int r0 = sg.tile * BM;
+        const int kv_end = CAUSAL ? min(seq, r0 + BM) : seq;
+        const int rc0 = r0 + qt * 64; /* this warpgroup's first query */
+        const bool busy = rc0 < seq;
+        /* the keys this warpgroup multiplies (consumers that take turns: the tile's, each its
+         * part) and those every one of its queries sees */
+        const int my_end = TURNS ? kv_end : !busy ? 0 : CAUSAL ? min(seq, rc0 + 64) : seq;
+        const int unmasked = CAUSAL ? min(seq, rc0 + 1) : seq;
+        const int ra = rc0 + warp * 16 + lane / 4; /* this thread's rows: ra and ra + 8 */
+        const float *const ks = a.k_scale + sg.head * a.scale_stride;
+        float qs[2], m[2], l[2] = {0.f, 0.f}, o[D / 8][4] = {};
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int r = ra + 8 * i;
+            qs[i] = r < seq ? __ldg(a.q_scale + sg.head * a.scale_stride + (r >> a.q_shift))
+                            : 1.f; /* rows past seq_len: not stored */
+            m[i] = -INFINITY;
+        }
+        const uint64_t q_desc = wgmma_desc(smem_addr(smem + (qat.s * QT + qt) * Q_BYTES));
         int32_t sc[BN / 8][4]; /* S, as the multiplies leave it */
         int32_t(&sc_flat)[BN / 2] = *reinterpret_cast<int32_t(*)[BN / 2]>(&sc[0][0]);
-        /* the step's keys' scales, a block of 64 keys each (k_gran is a multiple of 64); keys past
-         * seq_len take 1 (they are masked); loaded as the multiplies are issued, to arrive meanwhile */
+        /* the step's keys' scales, a block of 64 keys each (k_gran is a multiple of 64); keys
+         * past seq_len take 1 (they are masked); loaded as the multiplies are issued, to arrive
+         * meanwhile */
         float kscale[BN / 64];
         auto issue_s = [&](int st, int stage) {
 #pragma unroll
@@ -237,15 +251,17 @@ __global__ void __launch_bounds__((QT * SPLIT + 1) * 128, 1)
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < D / 32; kk++)
-                ktune_qmatmul_impl::wgmma_m64k32<int8_t, BN>(sc_flat, wgmma_desc_plus(q_desc, kk * 32),
-                                                             wgmma_desc_plus(k_desc, kk * 32), kk > 0);
+                ktune_qmatmul_impl::wgmma_m64k32<int8_t, BN>(
+                    sc_flat, wgmma_desc_plus(q_desc, kk * 32), wgmma_desc_plus(k_desc, kk * 32),
+                    kk > 0);
             wgmma_commit();
             wgmma_fence_registers(sc_flat);
         };
         /* S as floats: the int32 sum x read as the float 1.5 * 2^23 + x (|x| < 2^22: exact, one
-         * integer add, where cvt runs at a quarter of the rate), -inf past seq_len and, causal, past
-         * the row's own position (only on the steps that hold such keys); into log2 units by the
-         * row's and the 64 keys' scales (scale x log2 e folded into the queries'), less the offset */
+         * integer add, where cvt runs at a quarter of the rate), -inf past seq_len and, causal,
+         * past the row's own position (only on the steps that hold such keys); into log2 units
+         * by the row's and the 64 keys' scales (scale x log2 e folded into the queries'), less
+         * the offset */
         auto scores = [&](int st, float(&x)[BN / 8][4], float(&mul)[BN / 64][2],
                           float(&add)[BN / 64][2]) {
             wgmma_fence_registers(sc_flat);
@@ -275,25 +291,6 @@ __global__ void __launch_bounds__((QT * SPLIT + 1) * 128, 1)
                         x[nb][e] = __int_as_float(sc[nb][e] + 0x4B400000);
             }
         };
-        const int r0 = sg.tile * BM;
-        const int kv_end = CAUSAL ? min(seq, r0 + BM) : seq;
-        const int rc0 = r0 + qt * 64; /* this warpgroup's first query */
-        const bool busy = rc0 < seq;
-        /* the keys this warpgroup multiplies (consumers that take turns: the tile's, each its
-         * part) and those every one of its queries sees */
-        const int my_end = TURNS ? kv_end : !busy ? 0 : CAUSAL ? min(seq, rc0 + 64) : seq;
-        unmasked = CAUSAL ? min(seq, rc0 + 1) : seq;
-        ra = rc0 + warp * 16 + lane / 4;
-        ks = a.k_scale + sg.head * a.scale_stride;
-        float m[2], l[2] = {0.f, 0.f}, o[D / 8][4] = {};
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int r = ra + 8 * i;
-            qs[i] = r < seq ? __ldg(a.q_scale + sg.head * a.scale_stride + (r >> a.q_shift))
-                            : 1.f; /* rows past seq_len: not stored */
-            m[i] = -INFINITY;
-        }
-        q_desc = wgmma_desc(smem_addr(smem + (qat.s * QT + qt) * Q_BYTES));
         int st0, st1;
         part_steps(sg, part, st0, st1);
         /* value rows past seq_len zeroed (the next head's, or TMA's zeros); those of this head
@@ -368,8 +365,9 @@ __global__ void __launch_bounds__((QT * SPLIT + 1) * 128, 1)
                 const float *const theirs = share(b);
                 const float m1[2] = {__ldcg(theirs), __ldcg(theirs + 128)};
                 const float l1[2] = {__ldcg(theirs + 256), __ldcg(theirs + 384)};
-                join_walk<D>(m, l, o, m1, l1,
-                             [&](int dn, int e) { return __ldcg(theirs + (4 + dn * 4 + e) * 128); });
+                join_walk<D>(m, l, o, m1, l1, [&](int dn, int e) {
+                    return __ldcg(theirs + (4 + dn * 4 + e) * 128);
+                });
             }
         }
         if (!busy)

@@ -1,11 +1,11 @@
 /* Every qkattn config of the space on odd shapes: sequence lengths of 1, 37, 200 and 517 (tails
  * of every tile and quantization block), batch 2 x 3 heads and 1 x 1, head_dim 64 and 128, causal
  * and not, bf16 and f16, and 1100 and 1500 tokens (the stream variant's runs then hold several
- * segments, and its tiles are cut between several blocks); inputs uniform in [-1, 1), and the same with 4 of k's channels outliers
- * (50 (x + 1) / 2: 50 times larger, a mean of 25), on poisoned outputs. Against a host reference
- * in double: no output left NaN or infinite, cosine similarity >= 0.999 and relative L1 <= 0.03
- * (include/ktune/qkattn.h's promise). Then the public entry point: its argument checks and its
- * capture in a CUDA graph. Exits 77 without a GPU. */
+ * segments, and its tiles are cut between several blocks); inputs uniform in [-1, 1), and the
+ * same with 4 of k's channels outliers (50 (x + 1) / 2: 50 times larger, a mean of 25), on
+ * poisoned outputs. Against a host reference in double: no output left NaN or infinite, cosine
+ * similarity >= 0.999 and relative L1 <= 0.03 (include/ktune/qkattn.h's promise). Then the public
+ * entry point: its argument checks and its capture in a CUDA graph. Exits 77 without a GPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
