@@ -71,7 +71,7 @@ inline bool problem_ok(const ktune_qkattn_problem &p)
 }
 
 /* The channels' statistics, then the int8 Q and K of a problem in blocks of q_gran and k_gran
- * tokens. Each launch of a call (these three and the attention's) overlaps the stream's previous
+ * tokens (at most MAX_QUANT_BLOCK). Each launch of a call (these three and the attention's) overlaps the stream's previous
  * kernel (ktune_launch::launch_overlapped): every kernel waits for it before touching memory, and
  * the quantization's kernels let the next one in at once (its blocks come in once every block of
  * theirs has started: during their last wave). */
@@ -79,6 +79,8 @@ template <typename T, int D>
 cudaError_t quantize_all(const ktune_qkattn_problem &p, const workspace &w, int q_gran,
                          int k_gran, cudaStream_t s)
 {
+    if (q_gran > MAX_QUANT_BLOCK || k_gran > MAX_QUANT_BLOCK)
+        return cudaErrorInvalidValue;
     const unsigned bh = (unsigned)(p.batch * p.heads), seq = (unsigned)p.seq_len;
     const T *q = static_cast<const T *>(p.q), *k = static_cast<const T *>(p.k);
     cudaError_t e =
@@ -99,8 +101,8 @@ cudaError_t quantize_all(const ktune_qkattn_problem &p, const workspace &w, int 
     a.q_mul = p.scale * 1.4426950408889634f;
     const int gran = q_gran < k_gran ? q_gran : k_gran;
     const unsigned blocks = (unsigned)((seq + gran - 1) / gran);
-    return ktune_launch::launch_overlapped(quantize<T, D>, dim3(blocks, bh, 2), dim3(128),
-                                           dim3(1, 1, 1), 0, s, a);
+    return ktune_launch::launch_overlapped(quantize<T, D>, dim3(blocks, bh, 2),
+                                           dim3(QUANT_THREADS), dim3(1, 1, 1), 0, s, a);
 }
 
 /* The attention's arguments: the quantized Q and K in w and their scales in blocks of q_gran and

@@ -94,17 +94,24 @@ __global__ void __launch_bounds__(256)
         lo[i] = INFINITY;
         hi[i] = -INFINITY;
     }
-    for (int t = t0 + r; t < t1; t += ROWS) {
-        float x[8], y[8];
-        load8(k + head + (int64_t)t * D, x);
-        load8(q + head + (int64_t)t * D, y);
+    for (int t = t0 + r; t < t1; t += 4 * ROWS) { /* four tokens a thread, loads in flight */
+        float x[4][8], y[4][8];
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            sum[i] += x[i];
-            lo[i] = fminf(lo[i], x[i]);
-            hi[i] = fmaxf(hi[i], x[i]);
-            qmax[i] = fmaxf(qmax[i], fabsf(y[i]));
+        for (int u = 0; u < 4; u++) {
+            const int tu = t + u * ROWS < t1 ? t + u * ROWS : t; /* t again: no change */
+            load8(k + head + (int64_t)tu * D, x[u]);
+            load8(q + head + (int64_t)tu * D, y[u]);
         }
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                if (u == 0 || t + u * ROWS < t1)
+                    sum[i] += x[u][i];
+                lo[i] = fminf(lo[i], x[u][i]);
+                hi[i] = fmaxf(hi[i], x[u][i]);
+                qmax[i] = fmaxf(qmax[i], fabsf(y[u][i]));
+            }
     }
 #pragma unroll
     for (int i = 0; i < 8; i++) {
@@ -136,6 +143,7 @@ template <int D> __global__ void channel_balance(const float *stats, float *chan
     ktune_launch::release_next();
     const int bh = blockIdx.x, c = threadIdx.x;
     float f[4] = {0.f, INFINITY, -INFINITY, 0.f};
+#pragma unroll /* every slice's loads in flight at once */
     for (int p = 0; p < STAT_PARTS; p++) {
         const float *in = stats + ((int64_t)bh * STAT_PARTS + p) * 4 * D + c;
         f[0] += in[0];
@@ -156,12 +164,20 @@ struct quantize_args {
     float q_mul; /* the softmax's scale x log2 e */
 };
 
+/* The most tokens a quantization block may have (quantize holds a block's values in registers). */
+constexpr int MAX_QUANT_BLOCK = 128;
+
 /* Block blockIdx.x of q_gran queries (blockIdx.z 0) or k_gran keys (1) of (batch, head)
- * blockIdx.y into int8 with one scale; 128 threads, two passes (the block's max, then the
- * values; the second reads what the first brought into L1 and L2). */
-template <typename T, int D> __global__ void __launch_bounds__(128) quantize(const quantize_args a)
+ * blockIdx.y into int8 with one scale; QUANT_THREADS threads, each holding its elements (8 a
+ * chunk of 16 bytes, HELD chunks at most) between the block's max and the values' writes. The
+ * first block of each (batch, head)'s queries also zeroes its tile counters (the stream
+ * variant's). */
+constexpr int QUANT_THREADS = 256;
+
+template <typename T, int D>
+__global__ void __launch_bounds__(QUANT_THREADS) quantize(const quantize_args a)
 {
-    constexpr int CPR = D / 8, THREADS = 128;
+    constexpr int CPR = D / 8, THREADS = QUANT_THREADS, HELD = MAX_QUANT_BLOCK * CPR / THREADS;
     __shared__ float mean[D], mul[D], warp_max[THREADS / 32];
     ktune_launch::wait_previous();
     ktune_launch::release_next();
@@ -180,18 +196,26 @@ template <typename T, int D> __global__ void __launch_bounds__(128) quantize(con
     const T *src = static_cast<const T *>(keys ? a.k : a.q) + first;
     int8_t *dst = (keys ? a.w.k : a.w.q) + first;
     const float *const channel = a.w.channel + (int64_t)bh * 2 * D;
+    float x[HELD][8];
+#pragma unroll /* the block's values, their loads in flight together */
+    for (int j = 0; j < HELD; j++)
+        if (threadIdx.x + j * THREADS < n)
+            load8(src + (int64_t)(threadIdx.x + j * THREADS) * 8, x[j]);
     for (int c = threadIdx.x; c < D; c += THREADS) { /* x = (v - mean) * mul */
         mean[c] = keys ? channel[c] : 0.f;
         mul[c] = keys ? 1.f / channel[D + c] : channel[D + c];
     }
     __syncthreads();
     float top = 0.f;
-    for (int i = threadIdx.x; i < n; i += THREADS) {
-        float x[8];
-        load8(src + (int64_t)i * 8, x);
 #pragma unroll
-        for (int e = 0; e < 8; e++)
-            top = fmaxf(top, fabsf((x[e] - mean[(i % CPR) * 8 + e]) * mul[(i % CPR) * 8 + e]));
+    for (int j = 0; j < HELD; j++) {
+        const int i = threadIdx.x + j * THREADS;
+        if (i < n)
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                x[j][e] = (x[j][e] - mean[(i % CPR) * 8 + e]) * mul[(i % CPR) * 8 + e];
+                top = fmaxf(top, fabsf(x[j][e]));
+            }
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
@@ -199,16 +223,19 @@ template <typename T, int D> __global__ void __launch_bounds__(128) quantize(con
     if (threadIdx.x % 32 == 0)
         warp_max[threadIdx.x / 32] = top;
     __syncthreads();
-    top = fmaxf(fmaxf(warp_max[0], warp_max[1]), fmaxf(warp_max[2], warp_max[3]));
+#pragma unroll
+    for (int w = 0; w < THREADS / 32; w++)
+        top = fmaxf(top, warp_max[w]);
     const float inv = top > 0.f ? 127.f / top : 0.f;
-    for (int i = threadIdx.x; i < n; i += THREADS) {
-        float x[8];
-        load8(src + (int64_t)i * 8, x);
+#pragma unroll
+    for (int j = 0; j < HELD; j++) {
+        const int i = threadIdx.x + j * THREADS;
+        if (i >= n)
+            break;
         uint32_t packed[2] = {0, 0};
 #pragma unroll
         for (int e = 0; e < 8; e++) {
-            const int c = (i % CPR) * 8 + e;
-            const int v = max(-127, min(127, __float2int_rn((x[e] - mean[c]) * mul[c] * inv)));
+            const int v = max(-127, min(127, __float2int_rn(x[j][e] * inv)));
             packed[e / 4] |= (uint32_t)(v & 0xff) << (8 * (e % 4));
         }
         *reinterpret_cast<uint2 *>(dst + (int64_t)i * 8) = make_uint2(packed[0], packed[1]);
