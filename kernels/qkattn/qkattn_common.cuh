@@ -71,10 +71,10 @@ inline bool problem_ok(const ktune_qkattn_problem &p)
 }
 
 /* The channels' statistics, then the int8 Q and K of a problem in blocks of q_gran and k_gran
- * tokens (at most MAX_QUANT_BLOCK). Each launch of a call (these three and the attention's) overlaps the stream's previous
- * kernel (ktune_launch::launch_overlapped): every kernel waits for it before touching memory, and
- * the quantization's kernels let the next one in at once (its blocks come in once every block of
- * theirs has started: during their last wave). */
+ * tokens (at most MAX_QUANT_BLOCK). Each launch of a call (these three and the attention's)
+ * overlaps the stream's previous kernel (ktune_launch::launch_overlapped): every kernel waits for
+ * it before touching memory, and the quantization's kernels let the next one in at once (its
+ * blocks come in once every block of theirs has started: during their last wave). */
 template <typename T, int D>
 cudaError_t quantize_all(const ktune_qkattn_problem &p, const workspace &w, int q_gran,
                          int k_gran, cudaStream_t s)
