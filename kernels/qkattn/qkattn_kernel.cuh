@@ -97,21 +97,21 @@ __global__ void __launch_bounds__(256)
     for (int t = t0 + r; t < t1; t += 4 * ROWS) { /* four tokens a thread, loads in flight */
         float x[4][8], y[4][8];
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const int tu = t + u * ROWS < t1 ? t + u * ROWS : t; /* t again: no change */
-            load8(k + head + (int64_t)tu * D, x[u]);
-            load8(q + head + (int64_t)tu * D, y[u]);
-        }
+        for (int u = 0; u < 4; u++)
+            if (t + u * ROWS < t1) {
+                load8(k + head + (int64_t)(t + u * ROWS) * D, x[u]);
+                load8(q + head + (int64_t)(t + u * ROWS) * D, y[u]);
+            }
 #pragma unroll
         for (int u = 0; u < 4; u++)
+            if (t + u * ROWS < t1)
 #pragma unroll
-            for (int i = 0; i < 8; i++) {
-                if (u == 0 || t + u * ROWS < t1)
+                for (int i = 0; i < 8; i++) {
                     sum[i] += x[u][i];
-                lo[i] = fminf(lo[i], x[u][i]);
-                hi[i] = fmaxf(hi[i], x[u][i]);
-                qmax[i] = fmaxf(qmax[i], fabsf(y[u][i]));
-            }
+                    lo[i] = fminf(lo[i], x[u][i]);
+                    hi[i] = fmaxf(hi[i], x[u][i]);
+                    qmax[i] = fmaxf(qmax[i], fabsf(y[u][i]));
+                }
     }
 #pragma unroll
     for (int i = 0; i < 8; i++) {
