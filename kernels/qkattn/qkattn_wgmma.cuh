@@ -446,6 +446,10 @@ struct wgmma_launcher {
             return wgmma_fallback::run<T, D>(p, s);
         constexpr auto kernel = attend_wgmma<T, D, QT, SPLIT, BN, STAGES, CAUSAL, STREAM>;
         constexpr size_t smem = wgmma_smem_bytes<D, QT, SPLIT, BN, STAGES, STREAM>();
+        static_assert(smem == (size_t)(STREAM ? 2 : 1) * QT * 8192 +
+                                  (size_t)SPLIT * STAGES * (BN * (128 + 2 * D) + 16) +
+                                  (STREAM ? 1128 : 1032),
+                      "the shared memory spaces/qkattn.yaml's constraints count");
         const dim3 block((CONSUMERS + 1) * 128);
         dim3 grid((unsigned)sched.tiles, (unsigned)n);
         if (STREAM) {
