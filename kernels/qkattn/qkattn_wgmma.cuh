@@ -57,27 +57,47 @@ __device__ __forceinline__ segment segment_read(const segment *slot)
     return sg;
 }
 
-/* Joins another walk's running max m1, sum l1 and output (o1(dn, e), in o's layout) over other
- * keys of the same rows into this thread's m, l and o: each against its own max (0 for none),
+/* A walk's state as a hand-off or a share holds it: a consumer thread's two rows' running max and
+ * sum, then its output fragments, each value 128 floats after the previous (the warpgroup's 128
+ * threads side by side). */
+template <int D>
+__device__ __forceinline__ void walk_store(float *at, const float (&m)[2], const float (&l)[2],
+                                           const float (&o)[D / 8][4])
+{
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        at[i * 128] = m[i];
+        at[(2 + i) * 128] = l[i];
+    }
+#pragma unroll
+    for (int dn = 0; dn < D / 8; dn++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            at[(4 + dn * 4 + e) * 128] = o[dn][e];
+}
+
+/* Joins another walk over other keys of the same rows, stored at `at` (walk_store; each value
+ * read by load(pointer)), into this thread's m, l and o: each against its own max (0 for none),
  * the result against the larger. */
-template <int D, typename Other>
-__device__ __forceinline__ void join_walk(float (&m)[2], float (&l)[2], float (&o)[D / 8][4],
-                                          const float (&m1)[2], const float (&l1)[2], Other o1)
+template <int D, typename Load>
+__device__ __forceinline__ void walk_join(float (&m)[2], float (&l)[2], float (&o)[D / 8][4],
+                                          const float *at, Load load)
 {
     float w[2], w1[2];
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        const float top = fmaxf(m[i], m1[i]), ref = top == -INFINITY ? 0.f : top;
+        const float m1 = load(at + i * 128), l1 = load(at + (2 + i) * 128);
+        const float top = fmaxf(m[i], m1), ref = top == -INFINITY ? 0.f : top;
         w[i] = exp2f(m[i] - ref);
-        w1[i] = exp2f(m1[i] - ref);
-        l[i] = l[i] * w[i] + l1[i] * w1[i];
+        w1[i] = exp2f(m1 - ref);
+        l[i] = l[i] * w[i] + l1 * w1[i];
         m[i] = top;
     }
 #pragma unroll
     for (int dn = 0; dn < D / 8; dn++)
 #pragma unroll
         for (int e = 0; e < 4; e++)
-            o[dn][e] = o[dn][e] * w[e / 2] + o1(dn, e) * w1[e / 2];
+            o[dn][e] = o[dn][e] * w[e / 2] + load(at + (4 + dn * 4 + e) * 128) * w1[e / 2];
 }
 
 template <typename T, int D, int QT, int SPLIT, int BN, int STAGES, bool CAUSAL, bool STREAM>
@@ -313,24 +333,12 @@ __global__ void __launch_bounds__((QT * SPLIT + 1) * 128, 1)
             /* part 1 hands its rows' running max, sum and output to part 0 (through its ring,
              * whose copies and multiplies are done), which joins them to its own */
             float *const hand = reinterpret_cast<float *>(rings + RING_BYTES) + tid;
-            if (part == 1) {
-#pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    hand[i * 128] = m[i];
-                    hand[(2 + i) * 128] = l[i];
-                }
-#pragma unroll
-                for (int dn = 0; dn < D / 8; dn++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        hand[(4 + dn * 4 + e) * 128] = o[dn][e];
-            }
+            if (part == 1)
+                walk_store<D>(hand, m, l, o);
             consumers_sync<CONSUMERS>();
             if (part == 1)
                 return;
-            const float m1[2] = {hand[0], hand[128]}, l1[2] = {hand[256], hand[384]};
-            join_walk<D>(m, l, o, m1, l1,
-                         [&](int dn, int e) { return hand[(4 + dn * 4 + e) * 128]; });
+            walk_join<D>(m, l, o, hand, [](const float *p) { return *p; });
         }
         if (STREAM && sg.st1 - sg.st0 < sg.steps) {
             /* a cut tile: this warpgroup's share to the workspace and its count; the last of the
@@ -339,17 +347,7 @@ __global__ void __launch_bounds__((QT * SPLIT + 1) * 128, 1)
             auto share = [&](int b) {
                 return a.shares + (sched.share_of(b, sg.first) * QT + qt) * share_floats<D>() + tid;
             };
-            float *const mine = share((int)blockIdx.x);
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                mine[i * 128] = m[i];
-                mine[(2 + i) * 128] = l[i];
-            }
-#pragma unroll
-            for (int dn = 0; dn < D / 8; dn++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    mine[(4 + dn * 4 + e) * 128] = o[dn][e];
+            walk_store<D>(share((int)blockIdx.x), m, l, o);
             __threadfence();
             warpgroup_sync(consumer);
             if (tid == 0)
@@ -362,12 +360,7 @@ __global__ void __launch_bounds__((QT * SPLIT + 1) * 128, 1)
             for (int b = c0; b <= c1; b++) {
                 if (b == (int)blockIdx.x)
                     continue;
-                const float *const theirs = share(b);
-                const float m1[2] = {__ldcg(theirs), __ldcg(theirs + 128)};
-                const float l1[2] = {__ldcg(theirs + 256), __ldcg(theirs + 384)};
-                join_walk<D>(m, l, o, m1, l1, [&](int dn, int e) {
-                    return __ldcg(theirs + (4 + dn * 4 + e) * 128);
-                });
+                walk_join<D>(m, l, o, share(b), [](const float *p) { return __ldcg(p); });
             }
         }
         if (!busy)
