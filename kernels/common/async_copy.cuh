@@ -13,36 +13,13 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p)
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
-/* 16 bytes global -> shared, asynchronously. */
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem)
-                 : "memory");
-}
-
-/* The same; bytes < 16 fills the rest with zeros. */
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)),
-                 "l"(gmem), "r"(bytes)
-                 : "memory");
-}
-
-/* 4 or 8 bytes global -> shared (both aligned to BYTES), through L1; src_bytes 0 fills zeros. */
-template <int BYTES> __device__ __forceinline__ void cp_async_small(void *smem, const void *gmem, int src_bytes)
-{
-    static_assert(BYTES == 4 || BYTES == 8, "cp.async.ca copies 4, 8 or 16 bytes");
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_addr(smem)),
-                 "l"(gmem), "n"(BYTES), "r"(src_bytes)
-                 : "memory");
-}
-
-/* The same three with the destination as a shared-memory address (smem_addr's). */
+/* 16 bytes global -> shared (a shared-memory address, smem_addr's), asynchronously. */
 __device__ __forceinline__ void cp_async16(uint32_t smem, const void *gmem)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem) : "memory");
 }
 
+/* The same; bytes < 16 fills the rest with zeros. */
 __device__ __forceinline__ void cp_async16(uint32_t smem, const void *gmem, int bytes)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
@@ -50,6 +27,7 @@ __device__ __forceinline__ void cp_async16(uint32_t smem, const void *gmem, int 
                  : "memory");
 }
 
+/* 4 or 8 bytes global -> shared (both aligned to BYTES), through L1; src_bytes 0 fills zeros. */
 template <int BYTES>
 __device__ __forceinline__ void cp_async_small(uint32_t smem, const void *gmem, int src_bytes)
 {
@@ -57,6 +35,23 @@ __device__ __forceinline__ void cp_async_small(uint32_t smem, const void *gmem, 
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem), "l"(gmem),
                  "n"(BYTES), "r"(src_bytes)
                  : "memory");
+}
+
+/* The same three with the destination as a pointer to shared memory. */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
+{
+    cp_async16(smem_addr(smem), gmem);
+}
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int bytes)
+{
+    cp_async16(smem_addr(smem), gmem, bytes);
+}
+
+template <int BYTES>
+__device__ __forceinline__ void cp_async_small(void *smem, const void *gmem, int src_bytes)
+{
+    cp_async_small<BYTES>(smem_addr(smem), gmem, src_bytes);
 }
 
 __device__ __forceinline__ void cp_async_commit()
