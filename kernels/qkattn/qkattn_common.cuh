@@ -70,39 +70,87 @@ inline bool problem_ok(const ktune_qkattn_problem &p)
            (uintptr_t)p.out % 16 == 0;
 }
 
+/* The one-launch quantization's limits: a cluster of at most CLUSTER_BLOCKS blocks a (batch,
+ * head), each of at most CLUSTER_SPAN tokens; longer sequences take the three launches. */
+constexpr int CLUSTER_BLOCKS = 8;
+constexpr int CLUSTER_SPAN = 256;
+
+/* The arguments of the quantization's kernels. */
+inline quantize_args quantize_args_of(const ktune_qkattn_problem &p, const workspace &w,
+                                      int q_gran, int k_gran)
+{
+    quantize_args a;
+    a.q = p.q;
+    a.k = p.k;
+    a.w = w;
+    a.seq = (int)p.seq_len;
+    a.q_gran = q_gran;
+    a.k_gran = k_gran;
+    a.q_mul = p.scale * 1.4426950408889634f;
+    return a;
+}
+
+/* The quantization in three launches (qkattn_quantize.cuh), for any sequence. */
+template <typename T, int D>
+cudaError_t quantize_three(const ktune_qkattn_problem &p, const workspace &w, int q_gran,
+                           int k_gran, cudaStream_t s)
+{
+    const unsigned bh = (unsigned)(p.batch * p.heads), seq = (unsigned)p.seq_len;
+    const T *q = static_cast<const T *>(p.q), *k = static_cast<const T *>(p.k);
+    cudaError_t e =
+        ktune_launch::launch_overlapped(channel_stats<T, D>, dim3(STAT_PARTS, bh),
+                                        dim3(QUANT_THREADS), dim3(1, 1, 1), 0, s, q, k, w.stats,
+                                        (int)seq);
+    if (e == cudaSuccess)
+        e = ktune_launch::launch_overlapped(channel_balance<D>, dim3(bh), dim3(D), dim3(1, 1, 1),
+                                            0, s, (const float *)w.stats, w.channel, (int)seq);
+    if (e != cudaSuccess)
+        return e;
+    const int gran = q_gran < k_gran ? q_gran : k_gran;
+    const unsigned blocks = (unsigned)((seq + gran - 1) / gran);
+    return ktune_launch::launch_overlapped(quantize<T, D>, dim3(blocks, bh, 2),
+                                           dim3(QUANT_THREADS), dim3(1, 1, 1), 0, s,
+                                           quantize_args_of(p, w, q_gran, k_gran));
+}
+
+/* The quantization in one launch (quantize_clustered): a cluster of at most `most` blocks (1 to
+ * 16) a (batch, head), each block's span whole blocks of q_gran and k_gran tokens. Needs
+ * clusters (sm_90 on). */
+template <typename T, int D>
+cudaError_t quantize_one(const ktune_qkattn_problem &p, const workspace &w, int q_gran,
+                         int k_gran, int most, cudaStream_t s)
+{
+    if (most < 1 || most > 16)
+        return cudaErrorInvalidValue;
+    const int64_t seq = p.seq_len, whole = q_gran > k_gran ? q_gran : k_gran;
+    const int64_t span = ((seq + most - 1) / most + whole - 1) / whole * whole;
+    const unsigned blocks = (unsigned)((seq + span - 1) / span);
+    return ktune_launch::launch_overlapped(
+        quantize_clustered<T, D>, dim3(blocks, (unsigned)(p.batch * p.heads)),
+        dim3(QUANT_THREADS), dim3(blocks, 1, 1), 0, s, quantize_args_of(p, w, q_gran, k_gran),
+        (int)span);
+}
+
 /* The channels' statistics, then the int8 Q and K of a problem in blocks of q_gran and k_gran
- * tokens (at most MAX_QUANT_BLOCK). Each launch of a call (these three and the attention's)
- * overlaps the stream's previous kernel (ktune_launch::launch_overlapped): every kernel waits for
- * it before touching memory, and the quantization's kernels let the next one in at once (its
- * blocks come in once every block of theirs has started: during their last wave). */
+ * tokens (powers of two, at most MAX_QUANT_BLOCK): in one launch where the device has clusters
+ * and the sequence fits CLUSTER_BLOCKS spans of CLUSTER_SPAN tokens, else in three. Each launch of
+ * a call (these and the attention's) overlaps the stream's previous kernel
+ * (ktune_launch::launch_overlapped): every kernel waits for it before touching memory, and the
+ * quantization's kernels let the next one in at once (its blocks come in once every block of
+ * theirs has started: during their last wave). */
 template <typename T, int D>
 cudaError_t quantize_all(const ktune_qkattn_problem &p, const workspace &w, int q_gran,
                          int k_gran, cudaStream_t s)
 {
     if (q_gran > MAX_QUANT_BLOCK || k_gran > MAX_QUANT_BLOCK)
         return cudaErrorInvalidValue;
-    const unsigned bh = (unsigned)(p.batch * p.heads), seq = (unsigned)p.seq_len;
-    const T *q = static_cast<const T *>(p.q), *k = static_cast<const T *>(p.k);
-    cudaError_t e =
-        ktune_launch::launch_overlapped(channel_stats<T, D>, dim3(STAT_PARTS, bh), dim3(256),
-                                        dim3(1, 1, 1), 0, s, q, k, w.stats, (int)seq);
-    if (e == cudaSuccess)
-        e = ktune_launch::launch_overlapped(channel_balance<D>, dim3(bh), dim3(D), dim3(1, 1, 1),
-                                            0, s, (const float *)w.stats, w.channel, (int)seq);
+    int major = 0;
+    cudaError_t e = ktune_launch::attribute_once<cudaDevAttrComputeCapabilityMajor>(&major);
     if (e != cudaSuccess)
         return e;
-    quantize_args a;
-    a.q = p.q;
-    a.k = p.k;
-    a.w = w;
-    a.seq = (int)seq;
-    a.q_gran = q_gran;
-    a.k_gran = k_gran;
-    a.q_mul = p.scale * 1.4426950408889634f;
-    const int gran = q_gran < k_gran ? q_gran : k_gran;
-    const unsigned blocks = (unsigned)((seq + gran - 1) / gran);
-    return ktune_launch::launch_overlapped(quantize<T, D>, dim3(blocks, bh, 2),
-                                           dim3(QUANT_THREADS), dim3(1, 1, 1), 0, s, a);
+    if (major >= 9 && p.seq_len <= (int64_t)CLUSTER_BLOCKS * CLUSTER_SPAN)
+        return quantize_one<T, D>(p, w, q_gran, k_gran, CLUSTER_BLOCKS, s);
+    return quantize_three<T, D>(p, w, q_gran, k_gran, s);
 }
 
 /* The attention's arguments: the quantized Q and K in w and their scales in blocks of q_gran and
