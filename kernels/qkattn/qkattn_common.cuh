@@ -70,10 +70,17 @@ inline bool problem_ok(const ktune_qkattn_problem &p)
            (uintptr_t)p.out % 16 == 0;
 }
 
-/* The one-launch quantization's limits: a cluster of at most CLUSTER_BLOCKS blocks a (batch,
- * head), each of at most CLUSTER_SPAN tokens; longer sequences take the three launches. */
-constexpr int CLUSTER_BLOCKS = 8;
-constexpr int CLUSTER_SPAN = 256;
+/* The most blocks of the one-launch quantization's cluster (a (batch, head)'s): the longest
+ * sequence it takes is CLUSTER_BLOCKS * span_most<D>() tokens; longer ones take three launches. */
+constexpr int CLUSTER_BLOCKS = 16;
+
+/* The span of a block of the one-launch quantization, in a cluster of at most `most` blocks:
+ * whole blocks of q_gran and k_gran tokens. */
+inline int64_t cluster_span(int64_t seq, int q_gran, int k_gran, int most)
+{
+    const int64_t whole = q_gran > k_gran ? q_gran : k_gran;
+    return ((seq + most - 1) / most + whole - 1) / whole * whole;
+}
 
 /* The arguments of the quantization's kernels. */
 inline quantize_args quantize_args_of(const ktune_qkattn_problem &p, const workspace &w,
@@ -114,17 +121,18 @@ cudaError_t quantize_three(const ktune_qkattn_problem &p, const workspace &w, in
 }
 
 /* The quantization in one launch (quantize_clustered): a cluster of at most `most` blocks (1 to
- * 16) a (batch, head), each block's span whole blocks of q_gran and k_gran tokens. Needs
- * clusters (sm_90 on). */
+ * 16) a (batch, head), each taking cluster_span tokens, at most span_most<D>(). Needs clusters
+ * (sm_90 on). */
 template <typename T, int D>
 cudaError_t quantize_one(const ktune_qkattn_problem &p, const workspace &w, int q_gran,
                          int k_gran, int most, cudaStream_t s)
 {
     if (most < 1 || most > 16)
         return cudaErrorInvalidValue;
-    const int64_t seq = p.seq_len, whole = q_gran > k_gran ? q_gran : k_gran;
-    const int64_t span = ((seq + most - 1) / most + whole - 1) / whole * whole;
-    const unsigned blocks = (unsigned)((seq + span - 1) / span);
+    const int64_t span = cluster_span(p.seq_len, q_gran, k_gran, most);
+    if (span > span_most<D>())
+        return cudaErrorInvalidValue;
+    const unsigned blocks = (unsigned)((p.seq_len + span - 1) / span);
     return ktune_launch::launch_overlapped(
         quantize_clustered<T, D>, dim3(blocks, (unsigned)(p.batch * p.heads)),
         dim3(QUANT_THREADS), dim3(blocks, 1, 1), 0, s, quantize_args_of(p, w, q_gran, k_gran),
@@ -133,7 +141,7 @@ cudaError_t quantize_one(const ktune_qkattn_problem &p, const workspace &w, int 
 
 /* The channels' statistics, then the int8 Q and K of a problem in blocks of q_gran and k_gran
  * tokens (powers of two, at most MAX_QUANT_BLOCK): in one launch where the device has clusters
- * and the sequence fits CLUSTER_BLOCKS spans of CLUSTER_SPAN tokens, else in three. Each launch of
+ * and the sequence fits a cluster of CLUSTER_BLOCKS, else in three. Each launch of
  * a call (these and the attention's) overlaps the stream's previous kernel
  * (ktune_launch::launch_overlapped): every kernel waits for it before touching memory, and the
  * quantization's kernels let the next one in at once (its blocks come in once every block of
@@ -148,7 +156,7 @@ cudaError_t quantize_all(const ktune_qkattn_problem &p, const workspace &w, int 
     cudaError_t e = ktune_launch::attribute_once<cudaDevAttrComputeCapabilityMajor>(&major);
     if (e != cudaSuccess)
         return e;
-    if (major >= 9 && p.seq_len <= (int64_t)CLUSTER_BLOCKS * CLUSTER_SPAN)
+    if (major >= 9 && cluster_span(p.seq_len, q_gran, k_gran, CLUSTER_BLOCKS) <= span_most<D>())
         return quantize_one<T, D>(p, w, q_gran, k_gran, CLUSTER_BLOCKS, s);
     return quantize_three<T, D>(p, w, q_gran, k_gran, s);
 }

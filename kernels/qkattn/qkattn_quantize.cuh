@@ -55,14 +55,19 @@ struct workspace {
     float *shares;  /* stream_shares x share_floats: the stream variant's shares of cut tiles */
 };
 
-/* 8 consecutive elements of a 16-byte-aligned row, as floats. */
-template <typename T> __device__ __forceinline__ void load8(const T *p, float (&x)[8])
+/* 8 elements of type T, as they lie in 16 bytes, as floats. */
+template <typename T> __device__ __forceinline__ void unpack8(const uint4 &raw, float (&x)[8])
 {
-    const uint4 raw = *reinterpret_cast<const uint4 *>(p);
     const T *e = reinterpret_cast<const T *>(&raw);
 #pragma unroll
     for (int i = 0; i < 8; i++)
         x[i] = ktune_common::to_float(e[i]);
+}
+
+/* 8 consecutive elements of a 16-byte-aligned row, as floats. */
+template <typename T> __device__ __forceinline__ void load8(const T *p, float (&x)[8])
+{
+    unpack8<T>(*reinterpret_cast<const uint4 *>(p), x);
 }
 
 /* Threads of every quantization kernel. */
@@ -72,6 +77,28 @@ constexpr int QUANT_THREADS = 256;
  * |q|. */
 struct channel_figures {
     float sum[8], lo[8], hi[8], qmax[8];
+
+    __device__ __forceinline__ void clear()
+    {
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            sum[i] = qmax[i] = 0.f;
+            lo[i] = INFINITY;
+            hi[i] = -INFINITY;
+        }
+    }
+
+    /* a token's keys x and queries y of the 8 channels */
+    __device__ __forceinline__ void take(const float (&x)[8], const float (&y)[8])
+    {
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            sum[i] += x[i];
+            lo[i] = fminf(lo[i], x[i]);
+            hi[i] = fmaxf(hi[i], x[i]);
+            qmax[i] = fmaxf(qmax[i], fabsf(y[i]));
+        }
+    }
 };
 
 /* The statistics of tokens t0 + r, t0 + r + ROWS, ... below t1 of q and k, 8 channels of each
@@ -80,12 +107,7 @@ template <typename T, int D, int ROWS>
 __device__ __forceinline__ void stats_gather(const T *q, const T *k, int64_t at, int t0, int t1,
                                              int r, channel_figures &f)
 {
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        f.sum[i] = f.qmax[i] = 0.f;
-        f.lo[i] = INFINITY;
-        f.hi[i] = -INFINITY;
-    }
+    f.clear();
     for (int t = t0 + r; t < t1; t += 4 * ROWS) { /* four tokens a thread, loads in flight */
         float x[4][8], y[4][8];
 #pragma unroll
@@ -97,13 +119,7 @@ __device__ __forceinline__ void stats_gather(const T *q, const T *k, int64_t at,
 #pragma unroll
         for (int u = 0; u < 4; u++)
             if (t + u * ROWS < t1)
-#pragma unroll
-                for (int i = 0; i < 8; i++) {
-                    f.sum[i] += x[u][i];
-                    f.lo[i] = fminf(f.lo[i], x[u][i]);
-                    f.hi[i] = fmaxf(f.hi[i], x[u][i]);
-                    f.qmax[i] = fmaxf(f.qmax[i], fabsf(y[u][i]));
-                }
+                f.take(x[u], y[u]);
     }
 }
 
@@ -297,39 +313,65 @@ __global__ void __launch_bounds__(QUANT_THREADS) quantize(const quantize_args a)
     }
 }
 
+/* The chunks of 8 values of each of Q and K that a thread of quantize_clustered holds, and so the
+ * most tokens a block of it takes: SPAN_HELD * QUANT_THREADS / (D / 8). */
+constexpr int SPAN_HELD = 8;
+template <int D> __host__ __device__ constexpr int span_most()
+{
+    return SPAN_HELD * QUANT_THREADS / (D / 8);
+}
+
 /* The one-launch form: block blockIdx.x (its rank in a cluster of gridDim.x blocks) of (batch,
  * head) blockIdx.y takes tokens blockIdx.x * span .. + span - 1 (span: whole blocks of q_gran and
- * of k_gran tokens). It quantizes its span in rounds of MAX_QUANT_BLOCK tokens, keys then
- * queries, each thread holding HELD chunks of 8 values of a round; a round's chunks that one warp
- * holds at once (32 / (D / 8) tokens) lie in one quantization block (of at least
- * KTUNE_QKATTN_MIN_QUANT_BLOCK tokens), so a warp's largest |x| goes to its block's in one
- * shared-memory max. Block 0 writes the channels' figures to the workspace and zeroes the tile
- * counters. */
+ * of k_gran tokens, at most span_most<D>()). Each thread loads its chunks of the span's K and Q
+ * once, all in flight together, and holds them as they came (16-bit) to the end: the statistics,
+ * then the values' largest |x| a quantization block, then the int8 values (x computed twice
+ * rather than held as floats). The chunks one warp holds at once (32 / (D / 8) tokens) lie in one
+ * quantization block (of at least KTUNE_QKATTN_MIN_QUANT_BLOCK tokens), so a warp's largest |x|
+ * goes to its block's in one shared-memory max. Block 0 writes the channels' figures to the
+ * workspace and zeroes the tile counters. */
 template <typename T, int D>
 __global__ void __launch_bounds__(QUANT_THREADS) quantize_clustered(const quantize_args a, int span)
 {
     constexpr int CPR = D / 8, THREADS = QUANT_THREADS, ROWS = THREADS / CPR;
-    constexpr int HELD = MAX_QUANT_BLOCK * CPR / THREADS, ROUND = HELD * ROWS;
-    constexpr int ROUND_BLOCKS = ROUND / KTUNE_QKATTN_MIN_QUANT_BLOCK;
-    static_assert(ROUND == MAX_QUANT_BLOCK && 32 % CPR == 0 &&
-                      32 / CPR <= KTUNE_QKATTN_MIN_QUANT_BLOCK,
-                  "rounds of whole quantization blocks, a warp's chunks within one block");
+    constexpr int BLOCKS = span_most<D>() / KTUNE_QKATTN_MIN_QUANT_BLOCK;
+    static_assert(32 % CPR == 0 && 32 / CPR <= KTUNE_QKATTN_MIN_QUANT_BLOCK,
+                  "a warp's chunks within one quantization block");
     __shared__ float part[4][ROWS][D];
     __shared__ float total[4][D]; /* this block's figures, which the cluster reads */
     __shared__ float mean[D], zero[D], mul[2][D];
-    __shared__ unsigned round_top[ROUND_BLOCKS]; /* a block's largest |x|, as bits (>= 0) */
+    __shared__ unsigned block_top[2][BLOCKS]; /* keys', queries' largest |x|, as bits (>= 0) */
     ktune_launch::wait_previous();
     ktune_launch::release_next();
-    const int bh = blockIdx.y, rank = blockIdx.x, seq = a.seq;
-    const int ch = threadIdx.x % CPR, r = threadIdx.x / CPR, lane = threadIdx.x % 32;
-    const int t0 = rank * span, t1 = min(seq, t0 + span);
-    const int64_t head = (int64_t)bh * seq * D;
-    const T *const q = static_cast<const T *>(a.q), *const k = static_cast<const T *>(a.k);
+    const int bh = blockIdx.y, rank = blockIdx.x, seq = a.seq, lane = threadIdx.x % 32;
+    const int ch = threadIdx.x % CPR, r = threadIdx.x / CPR;
+    const int t0 = rank * span, n = (min(seq, t0 + span) - t0) * CPR;
+    const int64_t first = ((int64_t)bh * seq + t0) * D;
+    const T *const src[2] = {static_cast<const T *>(a.k) + first,
+                             static_cast<const T *>(a.q) + first};
+    uint4 held[2][SPAN_HELD] = {};
+#pragma unroll /* the span's values, their loads in flight together */
+    for (int j = 0; j < SPAN_HELD; j++)
+        if (threadIdx.x + j * THREADS < n)
+#pragma unroll
+            for (int t = 0; t < 2; t++)
+                held[t][j] = *reinterpret_cast<const uint4 *>(
+                    src[t] + (int64_t)(threadIdx.x + j * THREADS) * 8);
+    if (threadIdx.x < 2 * BLOCKS)
+        block_top[threadIdx.x / BLOCKS][threadIdx.x % BLOCKS] = 0;
     if (rank == 0)
         counters_zero(a, bh);
 
     channel_figures f;
-    stats_gather<T, D, ROWS>(q, k, head + ch * 8, t0, t1, r, f);
+    f.clear();
+#pragma unroll
+    for (int j = 0; j < SPAN_HELD; j++)
+        if (threadIdx.x + j * THREADS < n) {
+            float x[8], y[8];
+            unpack8<T>(held[0][j], x);
+            unpack8<T>(held[1][j], y);
+            f.take(x, y);
+        }
     stats_join<D, ROWS>(part, f, r, ch, [&](int c, const float (&g)[4]) {
         for (int j = 0; j < 4; j++)
             total[j][c] = g[j];
@@ -353,53 +395,50 @@ __global__ void __launch_bounds__(QUANT_THREADS) quantize_clustered(const quanti
     }
     __syncthreads();
 
-    for (int pass = 0; pass < 2; pass++) {
-        const bool keys = pass == 0;
-        const int gran = keys ? a.k_gran : a.q_gran;
-        const T *const src = (keys ? k : q) + head;
-        int8_t *const dst = (keys ? a.w.k : a.w.q) + head;
-        float *const scales = (keys ? a.w.k_scale : a.w.q_scale) + bh * scale_stride(seq);
-        const float *const m = keys ? mean : zero, *const s = mul[keys ? 0 : 1];
-        for (int r0 = t0; r0 < t1; r0 += ROUND) {
-            const int n = min(ROUND, t1 - r0) * CPR;
-            if (threadIdx.x < ROUND_BLOCKS)
-                round_top[threadIdx.x] = 0;
-            float x[HELD][8];
-#pragma unroll /* the round's values, their loads in flight together */
-            for (int j = 0; j < HELD; j++)
-                if (threadIdx.x + j * THREADS < n)
-                    load8(src + (int64_t)r0 * D + (threadIdx.x + j * THREADS) * 8, x[j]);
-            __syncthreads(); /* round_top zeroed */
+    /* x of chunk j of tensor t (0 keys, 1 queries) */
+    auto values = [&](int t, int j, float (&x)[8]) {
+        const float *const m = t == 0 ? mean : zero, *const s = mul[t];
+        unpack8<T>(held[t][j], x);
 #pragma unroll
-            for (int j = 0; j < HELD; j++) {
-                const int i = threadIdx.x + j * THREADS;
-                float top = 0.f;
-                if (i < n)
+        for (int e = 0; e < 8; e++)
+            x[e] = (x[e] - m[ch * 8 + e]) * s[ch * 8 + e];
+    };
+    const int gran[2] = {a.k_gran, a.q_gran};
 #pragma unroll
-                    for (int e = 0; e < 8; e++) {
-                        x[j][e] = (x[j][e] - m[ch * 8 + e]) * s[ch * 8 + e];
-                        top = fmaxf(top, fabsf(x[j][e]));
-                    }
+    for (int t = 0; t < 2; t++)
 #pragma unroll
-                for (int o = 16; o > 0; o >>= 1)
-                    top = fmaxf(top, __shfl_xor_sync(~0u, top, o));
-                if (lane == 0 && i < n)
-                    atomicMax(&round_top[i / CPR / gran], __float_as_uint(top));
+        for (int j = 0; j < SPAN_HELD; j++) {
+            const int i = threadIdx.x + j * THREADS;
+            float x[8], top = 0.f;
+            values(t, j, x);
+            if (i < n)
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    top = fmaxf(top, fabsf(x[e]));
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                top = fmaxf(top, __shfl_xor_sync(~0u, top, o));
+            if (lane == 0 && i < n)
+                atomicMax(&block_top[t][i / CPR / gran[t]], __float_as_uint(top));
+        }
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < 2; t++) {
+        int8_t *const dst = (t == 0 ? a.w.k : a.w.q) + first;
+#pragma unroll
+        for (int j = 0; j < SPAN_HELD; j++) {
+            const int i = threadIdx.x + j * THREADS;
+            if (i < n) {
+                float x[8];
+                values(t, j, x);
+                const float top = __uint_as_float(block_top[t][i / CPR / gran[t]]);
+                store8_int8(dst + (int64_t)i * 8, x, top > 0.f ? 127.f / top : 0.f);
             }
-            __syncthreads();
-#pragma unroll
-            for (int j = 0; j < HELD; j++) {
-                const int i = threadIdx.x + j * THREADS;
-                if (i < n) {
-                    const float top = __uint_as_float(round_top[i / CPR / gran]);
-                    store8_int8(dst + (int64_t)r0 * D + (int64_t)i * 8, x[j],
-                                top > 0.f ? 127.f / top : 0.f);
-                }
-            }
-            if (threadIdx.x * gran < n / CPR)
-                scales[r0 / gran + threadIdx.x] =
-                    scale_of(__uint_as_float(round_top[threadIdx.x]), keys, a.q_mul);
-            __syncthreads(); /* round_top read before the next round zeroes it */
+        }
+        if (threadIdx.x * gran[t] < n / CPR) {
+            float *const scales = (t == 0 ? a.w.k_scale : a.w.q_scale) + bh * scale_stride(seq);
+            scales[t0 / gran[t] + threadIdx.x] =
+                scale_of(__uint_as_float(block_top[t][threadIdx.x]), t == 0, a.q_mul);
         }
     }
     ktune_cluster::sync(); /* no block leaves while another may read its figures */
