@@ -70,95 +70,39 @@ inline bool problem_ok(const ktune_qkattn_problem &p)
            (uintptr_t)p.out % 16 == 0;
 }
 
-/* The most blocks of the one-launch quantization's cluster (a (batch, head)'s): the longest
- * sequence it takes is CLUSTER_BLOCKS * span_most<D>() tokens; longer ones take three launches. */
-constexpr int CLUSTER_BLOCKS = 16;
-
-/* The span of a block of the one-launch quantization, in a cluster of at most `most` blocks:
- * whole blocks of q_gran and k_gran tokens. */
-inline int64_t cluster_span(int64_t seq, int q_gran, int k_gran, int most)
-{
-    const int64_t whole = q_gran > k_gran ? q_gran : k_gran;
-    return ((seq + most - 1) / most + whole - 1) / whole * whole;
-}
-
-/* The arguments of the quantization's kernels. */
-inline quantize_args quantize_args_of(const ktune_qkattn_problem &p, const workspace &w,
-                                      int q_gran, int k_gran)
-{
-    quantize_args a;
-    a.q = p.q;
-    a.k = p.k;
-    a.w = w;
-    a.seq = (int)p.seq_len;
-    a.q_gran = q_gran;
-    a.k_gran = k_gran;
-    a.q_mul = p.scale * 1.4426950408889634f;
-    return a;
-}
-
-/* The quantization in three launches (qkattn_quantize.cuh), for any sequence. */
-template <typename T, int D>
-cudaError_t quantize_three(const ktune_qkattn_problem &p, const workspace &w, int q_gran,
-                           int k_gran, cudaStream_t s)
-{
-    const unsigned bh = (unsigned)(p.batch * p.heads), seq = (unsigned)p.seq_len;
-    const T *q = static_cast<const T *>(p.q), *k = static_cast<const T *>(p.k);
-    cudaError_t e =
-        ktune_launch::launch_overlapped(channel_stats<T, D>, dim3(STAT_PARTS, bh),
-                                        dim3(QUANT_THREADS), dim3(1, 1, 1), 0, s, q, k, w.stats,
-                                        (int)seq);
-    if (e == cudaSuccess)
-        e = ktune_launch::launch_overlapped(channel_balance<D>, dim3(bh), dim3(D), dim3(1, 1, 1),
-                                            0, s, (const float *)w.stats, w.channel, (int)seq);
-    if (e != cudaSuccess)
-        return e;
-    const int gran = q_gran < k_gran ? q_gran : k_gran;
-    const unsigned blocks = (unsigned)((seq + gran - 1) / gran);
-    return ktune_launch::launch_overlapped(quantize<T, D>, dim3(blocks, bh, 2),
-                                           dim3(QUANT_THREADS), dim3(1, 1, 1), 0, s,
-                                           quantize_args_of(p, w, q_gran, k_gran));
-}
-
-/* The quantization in one launch (quantize_clustered): a cluster of at most `most` blocks (1 to
- * 16) a (batch, head), each taking cluster_span tokens, at most span_most<D>(). Needs clusters
- * (sm_90 on). */
-template <typename T, int D>
-cudaError_t quantize_one(const ktune_qkattn_problem &p, const workspace &w, int q_gran,
-                         int k_gran, int most, cudaStream_t s)
-{
-    if (most < 1 || most > 16)
-        return cudaErrorInvalidValue;
-    const int64_t span = cluster_span(p.seq_len, q_gran, k_gran, most);
-    if (span > span_most<D>())
-        return cudaErrorInvalidValue;
-    const unsigned blocks = (unsigned)((p.seq_len + span - 1) / span);
-    return ktune_launch::launch_overlapped(
-        quantize_clustered<T, D>, dim3(blocks, (unsigned)(p.batch * p.heads)),
-        dim3(QUANT_THREADS), dim3(blocks, 1, 1), 0, s, quantize_args_of(p, w, q_gran, k_gran),
-        (int)span);
-}
-
 /* The channels' statistics, then the int8 Q and K of a problem in blocks of q_gran and k_gran
- * tokens (powers of two, at most MAX_QUANT_BLOCK): in one launch where the device has clusters
- * and the sequence fits a cluster of CLUSTER_BLOCKS, else in three. Each launch of
- * a call (these and the attention's) overlaps the stream's previous kernel
- * (ktune_launch::launch_overlapped): every kernel waits for it before touching memory, and the
- * quantization's kernels let the next one in at once (its blocks come in once every block of
- * theirs has started: during their last wave). */
+ * tokens (at most MAX_QUANT_BLOCK). Each launch of a call (these three and the attention's)
+ * overlaps the stream's previous kernel (ktune_launch::launch_overlapped): every kernel waits for
+ * it before touching memory, and the quantization's kernels let the next one in at once (its
+ * blocks come in once every block of theirs has started: during their last wave). */
 template <typename T, int D>
 cudaError_t quantize_all(const ktune_qkattn_problem &p, const workspace &w, int q_gran,
                          int k_gran, cudaStream_t s)
 {
     if (q_gran > MAX_QUANT_BLOCK || k_gran > MAX_QUANT_BLOCK)
         return cudaErrorInvalidValue;
-    int major = 0;
-    cudaError_t e = ktune_launch::attribute_once<cudaDevAttrComputeCapabilityMajor>(&major);
+    const unsigned bh = (unsigned)(p.batch * p.heads), seq = (unsigned)p.seq_len;
+    const T *q = static_cast<const T *>(p.q), *k = static_cast<const T *>(p.k);
+    cudaError_t e =
+        ktune_launch::launch_overlapped(channel_stats<T, D>, dim3(STAT_PARTS, bh), dim3(256),
+                                        dim3(1, 1, 1), 0, s, q, k, w.stats, (int)seq);
+    if (e == cudaSuccess)
+        e = ktune_launch::launch_overlapped(channel_balance<D>, dim3(bh), dim3(D), dim3(1, 1, 1),
+                                            0, s, (const float *)w.stats, w.channel, (int)seq);
     if (e != cudaSuccess)
         return e;
-    if (major >= 9 && cluster_span(p.seq_len, q_gran, k_gran, CLUSTER_BLOCKS) <= span_most<D>())
-        return quantize_one<T, D>(p, w, q_gran, k_gran, CLUSTER_BLOCKS, s);
-    return quantize_three<T, D>(p, w, q_gran, k_gran, s);
+    quantize_args a;
+    a.q = p.q;
+    a.k = p.k;
+    a.w = w;
+    a.seq = (int)seq;
+    a.q_gran = q_gran;
+    a.k_gran = k_gran;
+    a.q_mul = p.scale * 1.4426950408889634f;
+    const int gran = q_gran < k_gran ? q_gran : k_gran;
+    const unsigned blocks = (unsigned)((seq + gran - 1) / gran);
+    return ktune_launch::launch_overlapped(quantize<T, D>, dim3(blocks, bh, 2),
+                                           dim3(QUANT_THREADS), dim3(1, 1, 1), 0, s, a);
 }
 
 /* The attention's arguments: the quantized Q and K in w and their scales in blocks of q_gran and

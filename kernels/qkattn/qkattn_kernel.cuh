@@ -1,5 +1,17 @@
-/* INT8-QK attention on mma.sync (the quantization of Q and K before it: qkattn_quantize.cuh).
- * A block takes BM = 16 * MT * WARPS queries of a (batch, head) (blockIdx.y) and walks
+/* INT8-QK attention on mma.sync: the quantization of Q and K, then the attention.
+ *
+ * Quantization (three launches, include/ktune/qkattn.h's steps 1 to 3): channel_stats sums K's
+ * tokens channel by channel and takes each channel's least and largest key and largest |q|, in
+ * STAT_PARTS slices of a (batch, head) (a block a slice: a slice's figures are a block's, so the
+ * result does not depend on the order blocks run in); channel_balance joins the slices into K's
+ * channel means and the channels' balancing factors a (the square root of K's range about its
+ * mean over Q's largest |q|: SmoothQuant's migration at strength 1/2, q_c a_c and k_c / a_c
+ * keep q . k while a channel of large keys shares its range with the queries' channel);
+ * quantize turns a block of q_gran queries or k_gran keys into int8 with one scale (max |x| /
+ * 127, x = q a or (k - mean) / a), folding the softmax's scale * log2 e into the queries'
+ * scales, so that a score is int32 * q_scale * k_scale in log2 units.
+ *
+ * Attention: a block takes BM = 16 * MT * WARPS queries of a (batch, head) (blockIdx.y) and walks
  * the keys BN a step: the int8 keys and the 16-bit values of a step come by cp.async into a
  * STAGES-deep ring of swizzled shared memory, S = Q K^T on m16n8k32 (int8 into exact int32, a
  * warp of one row tile holding its Q fragments in registers for the whole walk), scaled by the
@@ -16,7 +28,6 @@
 #include "../qmatmul/qmatmul_common.cuh"
 #include "ktune/qkattn.h"
 #include "launch.cuh"
-#include "qkattn_quantize.cuh"
 #include "qkattn_stream.cuh"
 
 namespace ktune_qkattn_impl {
@@ -28,6 +39,213 @@ using ktune_attention_mma::tile_at;
 using ktune_matmul_impl::ldmatrix_x4;
 using ktune_matmul_impl::pack2;
 using ktune_qmatmul_impl::mma_16832;
+
+/* Slices of a (batch, head)'s tokens whose channel statistics channel_stats writes. */
+constexpr int STAT_PARTS = 32;
+
+/* The scales a (batch, head) has room for in the workspace: enough for blocks of
+ * KTUNE_QKATTN_MIN_QUANT_BLOCK tokens. */
+__host__ __device__ inline int64_t scale_stride(int64_t seq)
+{
+    return seq / KTUNE_QKATTN_MIN_QUANT_BLOCK + 1;
+}
+
+/* The workspace's parts (include/ktune/qkattn.h), set by the host. */
+struct workspace {
+    int8_t *q, *k;  /* batch x heads x seq x D, int8 */
+    float *q_scale; /* batch x heads x scale_stride: a block of q_gran queries' scale x softmax
+                       scale x log2 e */
+    float *k_scale; /* the same for blocks of k_gran keys */
+    float *stats;   /* batch x heads x STAT_PARTS x 4 x D: a slice's channel sums, least and
+                       largest keys, largest |q| */
+    float *channel; /* batch x heads x 2 x D: K's channel means, the balancing factors */
+    int *counters;  /* batch x heads x counter_stride: the stream variant's tile counters, zeroed
+                       by quantize */
+    float *shares;  /* stream_shares x share_floats: the stream variant's shares of cut tiles */
+};
+
+/* 8 consecutive elements of a 16-byte-aligned row, as floats. */
+template <typename T> __device__ __forceinline__ void load8(const T *p, float (&x)[8])
+{
+    const uint4 raw = *reinterpret_cast<const uint4 *>(p);
+    const T *e = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        x[i] = ktune_common::to_float(e[i]);
+}
+
+/* The channel statistics of slice blockIdx.x of (batch, head) blockIdx.y's tokens; 256 threads,
+ * a thread 8 channels of every (256 / (D / 8))-th token of the slice. */
+template <typename T, int D>
+__global__ void __launch_bounds__(256)
+    channel_stats(const T *q, const T *k, float *stats, int seq)
+{
+    constexpr int CPR = D / 8, ROWS = 256 / CPR;
+    __shared__ float part[4][ROWS][D];
+    ktune_launch::wait_previous(); /* launched overlapped (quantize_all) */
+    ktune_launch::release_next();
+    const int bh = blockIdx.y, ch = threadIdx.x % CPR, r = threadIdx.x / CPR;
+    const int t0 = (int)((int64_t)seq * blockIdx.x / STAT_PARTS);
+    const int t1 = (int)((int64_t)seq * (blockIdx.x + 1) / STAT_PARTS);
+    const int64_t head = (int64_t)bh * seq * D + ch * 8;
+    float sum[8] = {}, lo[8], hi[8], qmax[8] = {};
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        lo[i] = INFINITY;
+        hi[i] = -INFINITY;
+    }
+    for (int t = t0 + r; t < t1; t += 4 * ROWS) { /* four tokens a thread, loads in flight */
+        float x[4][8], y[4][8];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            if (t + u * ROWS < t1) {
+                load8(k + head + (int64_t)(t + u * ROWS) * D, x[u]);
+                load8(q + head + (int64_t)(t + u * ROWS) * D, y[u]);
+            }
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            if (t + u * ROWS < t1)
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    sum[i] += x[u][i];
+                    lo[i] = fminf(lo[i], x[u][i]);
+                    hi[i] = fmaxf(hi[i], x[u][i]);
+                    qmax[i] = fmaxf(qmax[i], fabsf(y[u][i]));
+                }
+    }
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        part[0][r][ch * 8 + i] = sum[i];
+        part[1][r][ch * 8 + i] = lo[i];
+        part[2][r][ch * 8 + i] = hi[i];
+        part[3][r][ch * 8 + i] = qmax[i];
+    }
+    __syncthreads();
+    float *const out = stats + ((int64_t)bh * STAT_PARTS + blockIdx.x) * 4 * D;
+    for (int c = threadIdx.x; c < D; c += 256) {
+        float f[4] = {0.f, INFINITY, -INFINITY, 0.f};
+        for (int i = 0; i < ROWS; i++) {
+            f[0] += part[0][i][c];
+            f[1] = fminf(f[1], part[1][i][c]);
+            f[2] = fmaxf(f[2], part[2][i][c]);
+            f[3] = fmaxf(f[3], part[3][i][c]);
+        }
+        for (int j = 0; j < 4; j++)
+            out[j * D + c] = f[j];
+    }
+}
+
+/* K's channel means and the balancing factors of (batch, head) blockIdx.x from the slices'
+ * statistics; D threads. A factor is 1 where either range is 0, and within [2^-10, 2^10]. */
+template <int D> __global__ void channel_balance(const float *stats, float *channel, int seq)
+{
+    ktune_launch::wait_previous();
+    ktune_launch::release_next();
+    const int bh = blockIdx.x, c = threadIdx.x;
+    float f[4] = {0.f, INFINITY, -INFINITY, 0.f};
+#pragma unroll /* every slice's loads in flight at once */
+    for (int p = 0; p < STAT_PARTS; p++) {
+        const float *in = stats + ((int64_t)bh * STAT_PARTS + p) * 4 * D + c;
+        f[0] += in[0];
+        f[1] = fminf(f[1], in[D]);
+        f[2] = fmaxf(f[2], in[2 * D]);
+        f[3] = fmaxf(f[3], in[3 * D]);
+    }
+    const float mean = f[0] / (float)seq, range = fmaxf(f[2] - mean, mean - f[1]);
+    const float balance = range > 0.f && f[3] > 0.f ? sqrtf(range / f[3]) : 1.f;
+    channel[(int64_t)bh * 2 * D + c] = mean;
+    channel[(int64_t)bh * 2 * D + D + c] = fminf(fmaxf(balance, 0x1p-10f), 0x1p10f);
+}
+
+struct quantize_args {
+    const void *q, *k;
+    workspace w;
+    int seq, q_gran, k_gran;
+    float q_mul; /* the softmax's scale x log2 e */
+};
+
+/* The most tokens a quantization block may have (quantize holds a block's values in registers). */
+constexpr int MAX_QUANT_BLOCK = 128;
+
+/* Block blockIdx.x of q_gran queries (blockIdx.z 0) or k_gran keys (1) of (batch, head)
+ * blockIdx.y into int8 with one scale; QUANT_THREADS threads, each holding its elements (8 a
+ * chunk of 16 bytes, HELD chunks at most) between the block's max and the values' writes. The
+ * first block of each (batch, head)'s queries also zeroes its tile counters (the stream
+ * variant's). */
+constexpr int QUANT_THREADS = 256;
+
+template <typename T, int D>
+__global__ void __launch_bounds__(QUANT_THREADS) quantize(const quantize_args a)
+{
+    constexpr int CPR = D / 8, THREADS = QUANT_THREADS, HELD = MAX_QUANT_BLOCK * CPR / THREADS;
+    __shared__ float mean[D], mul[D], warp_max[THREADS / 32];
+    ktune_launch::wait_previous();
+    ktune_launch::release_next();
+    const bool keys = blockIdx.z == 1;
+    const int gran = keys ? a.k_gran : a.q_gran, bh = blockIdx.y;
+    if (blockIdx.x == 0 && !keys) { /* the (batch, head)'s tile counters, for a stream launch */
+        const int64_t stride = counter_stride(a.seq);
+        for (int64_t i = threadIdx.x; i < stride; i += THREADS)
+            a.w.counters[bh * stride + i] = 0;
+    }
+    const int t0 = blockIdx.x * gran;
+    if (t0 >= a.seq)
+        return;
+    const int rows = min(gran, a.seq - t0), n = rows * CPR;
+    const int64_t first = ((int64_t)bh * a.seq + t0) * D;
+    const T *src = static_cast<const T *>(keys ? a.k : a.q) + first;
+    int8_t *dst = (keys ? a.w.k : a.w.q) + first;
+    const float *const channel = a.w.channel + (int64_t)bh * 2 * D;
+    float x[HELD][8];
+#pragma unroll /* the block's values, their loads in flight together */
+    for (int j = 0; j < HELD; j++)
+        if (threadIdx.x + j * THREADS < n)
+            load8(src + (int64_t)(threadIdx.x + j * THREADS) * 8, x[j]);
+    for (int c = threadIdx.x; c < D; c += THREADS) { /* x = (v - mean) * mul */
+        mean[c] = keys ? channel[c] : 0.f;
+        mul[c] = keys ? 1.f / channel[D + c] : channel[D + c];
+    }
+    __syncthreads();
+    float top = 0.f;
+#pragma unroll
+    for (int j = 0; j < HELD; j++) {
+        const int i = threadIdx.x + j * THREADS;
+        if (i < n)
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                x[j][e] = (x[j][e] - mean[(i % CPR) * 8 + e]) * mul[(i % CPR) * 8 + e];
+                top = fmaxf(top, fabsf(x[j][e]));
+            }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        top = fmaxf(top, __shfl_xor_sync(~0u, top, o));
+    if (threadIdx.x % 32 == 0)
+        warp_max[threadIdx.x / 32] = top;
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < THREADS / 32; w++)
+        top = fmaxf(top, warp_max[w]);
+    const float inv = top > 0.f ? 127.f / top : 0.f;
+#pragma unroll
+    for (int j = 0; j < HELD; j++) {
+        const int i = threadIdx.x + j * THREADS;
+        if (i >= n)
+            break;
+        uint32_t packed[2] = {0, 0};
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const int v = max(-127, min(127, __float2int_rn(x[j][e] * inv)));
+            packed[e / 4] |= (uint32_t)(v & 0xff) << (8 * (e % 4));
+        }
+        *reinterpret_cast<uint2 *>(dst + (int64_t)i * 8) = make_uint2(packed[0], packed[1]);
+    }
+    if (threadIdx.x == 0) {
+        const float s = top > 0.f ? top / 127.f : 1.f; /* > 0: the attention multiplies by it */
+        float *scales = keys ? a.w.k_scale : a.w.q_scale;
+        scales[(int64_t)bh * scale_stride(a.seq) + blockIdx.x] = keys ? s : s * a.q_mul;
+    }
+}
 
 /* The byte offset of 16-byte chunk `chunk` of row `row` in a tile of int8 rows of D bytes, XOR-
  * swizzled so that ldmatrix's 8 rows at one chunk hit 8 different 16-byte bank groups (rows of 8

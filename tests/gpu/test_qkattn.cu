@@ -1,18 +1,15 @@
 /* Every qkattn config of the space on odd shapes: sequence lengths of 1, 37, 200 and 517 (tails
  * of every tile and quantization block), batch 2 x 3 heads and 1 x 1, head_dim 64 and 128, causal
- * and not, bf16 and f16, 1100 and 1500 tokens (the stream variant's runs then hold several
- * segments, and its tiles are cut between several blocks) and 2100 (past the one-launch
- * quantization's reach: the three launches); inputs uniform in [-1, 1), and the same with 4 of
- * k's channels outliers (50 (x + 1) / 2: 50 times larger, a mean of 25), on poisoned outputs.
- * Against a host reference in double: no output left NaN or infinite, cosine similarity >= 0.999
- * and relative L1 <= 0.03 (include/ktune/qkattn.h's promise). On each outlier case, the
- * quantization's two forms against each other. Then the public entry point: its argument checks
- * and its capture in a CUDA graph. Exits 77 without a GPU. */
+ * and not, bf16 and f16, and 1100 and 1500 tokens (the stream variant's runs then hold several
+ * segments, and its tiles are cut between several blocks); inputs uniform in [-1, 1), and the
+ * same with 4 of k's channels outliers (50 (x + 1) / 2: 50 times larger, a mean of 25), on
+ * poisoned outputs. Against a host reference in double: no output left NaN or infinite, cosine
+ * similarity >= 0.999 and relative L1 <= 0.03 (include/ktune/qkattn.h's promise). Then the public
+ * entry point: its argument checks and its capture in a CUDA graph. Exits 77 without a GPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <algorithm>
 #include <vector>
 
 #include "bits16.h"
@@ -162,111 +159,6 @@ static bool device_runs(const ktune_instance *in, const problem &p, const ktune_
     return ktune__qkattn_valid(in->variant, in->params, key, dev) != 0;
 }
 
-/* The quantization of a problem into its workspace: in one launch, a cluster of `most` blocks a
- * (batch, head), or (most 0) in three. */
-template <typename T, int D>
-static cudaError_t quantize_as(const ktune_qkattn_problem &a, int q_gran, int k_gran, int most)
-{
-    const ktune_qkattn_impl::workspace w = ktune_qkattn_impl::workspace_of(a);
-    return most ? ktune_qkattn_impl::quantize_one<T, D>(a, w, q_gran, k_gran, most, 0)
-                : ktune_qkattn_impl::quantize_three<T, D>(a, w, q_gran, k_gran, 0);
-}
-
-static cudaError_t quantize_any(const ktune_qkattn_problem &a, int q_gran, int k_gran, int most)
-{
-    const bool bf16 = a.dtype == KTUNE_BF16;
-    if (a.head_dim == 64)
-        return bf16 ? quantize_as<__nv_bfloat16, 64>(a, q_gran, k_gran, most)
-                    : quantize_as<__half, 64>(a, q_gran, k_gran, most);
-    return bf16 ? quantize_as<__nv_bfloat16, 128>(a, q_gran, k_gran, most)
-                : quantize_as<__half, 128>(a, q_gran, k_gran, most);
-}
-
-/* What a quantization left in the workspace: the int8 Q and K, their scales (of the blocks the
- * granularities make), K's channel means and the balancing factors. */
-struct quantized {
-    std::vector<int8_t> q, k;
-    std::vector<float> q_scale, k_scale, channel;
-};
-
-static quantized quantized_of(const ktune_qkattn_problem &a, int q_gran, int k_gran)
-{
-    const ktune_qkattn_impl::workspace w = ktune_qkattn_impl::workspace_of(a);
-    const int64_t bh = a.batch * a.heads, stride = ktune_qkattn_impl::scale_stride(a.seq_len);
-    const size_t elems = (size_t)(bh * a.seq_len * a.head_dim);
-    quantized r;
-    r.q.resize(elems);
-    r.k.resize(elems);
-    r.channel.resize((size_t)(bh * 2 * a.head_dim));
-    CHECK(cudaMemcpy(r.q.data(), w.q, elems, cudaMemcpyDeviceToHost));
-    CHECK(cudaMemcpy(r.k.data(), w.k, elems, cudaMemcpyDeviceToHost));
-    CHECK(cudaMemcpy(r.channel.data(), w.channel, r.channel.size() * 4, cudaMemcpyDeviceToHost));
-    const int grans[2] = {q_gran, k_gran};
-    const float *from[2] = {w.q_scale, w.k_scale};
-    std::vector<float> *to[2] = {&r.q_scale, &r.k_scale};
-    for (int t = 0; t < 2; t++) {
-        const int64_t blocks = (a.seq_len + grans[t] - 1) / grans[t];
-        to[t]->resize((size_t)(bh * blocks));
-        for (int64_t h = 0; h < bh; h++)
-            CHECK(cudaMemcpy(to[t]->data() + h * blocks, from[t] + h * stride,
-                             (size_t)blocks * 4, cudaMemcpyDeviceToHost));
-    }
-    return r;
-}
-
-/* The largest of |x - y| / (|y| + floor) over two vectors. */
-static double farthest(const std::vector<float> &x, const std::vector<float> &y, double floor)
-{
-    double d = 0;
-    for (size_t i = 0; i < x.size(); i++)
-        d = fmax(d, fabs((double)x[i] - y[i]) / (fabs((double)y[i]) + floor));
-    return d;
-}
-
-/* The one-launch quantization (clusters of at most 1, 3, 8 and 16 blocks, where a block's span
- * holds the tokens) against the three launches on the problem's inputs, at three pairs of
- * granularities, the workspace poisoned before each: the
- * same int8 values within one step (their channel sums add in another order), the same scales and
- * channel figures within 1e-4 (relative; the means' within 1e-4 of 1e-3 where they are near 0).
- * The failures. */
-static long long quantize_forms_check(const ktune_qkattn_problem &a, const char *what)
-{
-    static const int grans[][2] = {{16, 16}, {32, 128}, {128, 64}};
-    static const int mosts[] = {1, 3, 8, 16};
-    const int64_t most_span = a.head_dim == 64 ? ktune_qkattn_impl::span_most<64>()
-                                                : ktune_qkattn_impl::span_most<128>();
-    long long failures = 0;
-    for (const auto &g : grans) {
-        CHECK(cudaMemset(a.workspace, 0x7f, a.workspace_bytes));
-        CHECK(quantize_any(a, g[0], g[1], 0));
-        CHECK(cudaDeviceSynchronize());
-        const quantized three = quantized_of(a, g[0], g[1]);
-        for (const int most : mosts) {
-            if (ktune_qkattn_impl::cluster_span(a.seq_len, g[0], g[1], most) > most_span)
-                continue; /* past a block's reach: quantize_one refuses it */
-            CHECK(cudaMemset(a.workspace, 0x7f, a.workspace_bytes));
-            CHECK(quantize_any(a, g[0], g[1], most));
-            CHECK(cudaDeviceSynchronize());
-            const quantized one = quantized_of(a, g[0], g[1]);
-            int step = 0;
-            for (size_t i = 0; i < one.q.size(); i++)
-                step = std::max(step, std::max(abs(one.q[i] - three.q[i]),
-                                               abs(one.k[i] - three.k[i])));
-            const double scales = fmax(farthest(one.q_scale, three.q_scale, 0),
-                                       farthest(one.k_scale, three.k_scale, 0));
-            const double channel = farthest(one.channel, three.channel, 1e-3);
-            if (step > 1 || !(scales <= 1e-4) || !(channel <= 1e-4)) {
-                failures++;
-                printf("FAIL quantization in one launch (clusters of %d, q_gran %d, k_gran %d) "
-                       "on %s: int8 values %d steps apart, scales %.3g and channel figures %.3g "
-                       "(relative) from the three launches'\n",
-                       most, g[0], g[1], what, step, scales, channel);
-            }
-        }
-    }
-    return failures;
-}
-
 int main()
 {
     exit_without_gpu();
@@ -280,7 +172,7 @@ int main()
         {KTUNE_F16, 1, 1, 517, 64, 1},   {KTUNE_BF16, 1, 1, 517, 64, 0},
         {KTUNE_F16, 1, 2, 37, 128, 1},   {KTUNE_BF16, 1, 1, 1, 128, 0},
         {KTUNE_F16, 2, 1, 1, 64, 1},     {KTUNE_F16, 1, 2, 1500, 128, 0},
-        {KTUNE_BF16, 1, 3, 1100, 64, 1}, {KTUNE_BF16, 1, 1, 2100, 128, 1},
+        {KTUNE_BF16, 1, 3, 1100, 64, 1},
     };
     long long checked = 0, failures = 0, refused = 0;
     double worst_cos[2] = {1, 1}, worst_l1[2] = {0, 0};
@@ -318,13 +210,6 @@ int main()
                     if (e != cudaSuccess && e != cudaErrorNotSupported)
                         return 1;
                 }
-            }
-            if (outliers && dev->cc >= 90) { /* the one-launch form needs clusters */
-                char what[96];
-                snprintf(what, sizeof what, "case %zu (%s %dx%d heads, seq %d, hd%d)", ci,
-                         ktune_dtype_name(c.dtype), c.batch, c.heads, c.seq, c.head_dim);
-                checked++;
-                failures += quantize_forms_check(a, what);
             }
             /* the public entry point, captured in a graph and replayed */
             cudaStream_t s;
