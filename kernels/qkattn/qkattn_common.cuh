@@ -87,8 +87,9 @@ cudaError_t quantize_all(const ktune_qkattn_problem &p, const workspace &w, int 
         ktune_launch::launch_overlapped(channel_stats<T, D>, dim3(STAT_PARTS, bh), dim3(256),
                                         dim3(1, 1, 1), 0, s, q, k, w.stats, (int)seq);
     if (e == cudaSuccess)
-        e = ktune_launch::launch_overlapped(channel_balance<D>, dim3(bh), dim3(D), dim3(1, 1, 1),
-                                            0, s, (const float *)w.stats, w.channel, (int)seq);
+        e = ktune_launch::launch_overlapped(channel_balance<D>, dim3(D / 32, bh),
+                                            dim3(BALANCE_WARPS * 32), dim3(1, 1, 1), 0, s,
+                                            (const float *)w.stats, w.channel, (int)seq);
     if (e != cudaSuccess)
         return e;
     quantize_args a;

@@ -135,21 +135,45 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-/* K's channel means and the balancing factors of (batch, head) blockIdx.x from the slices'
- * statistics; D threads. A factor is 1 where either range is 0, and within [2^-10, 2^10]. */
-template <int D> __global__ void channel_balance(const float *stats, float *channel, int seq)
+/* K's channel means and the balancing factors of channels 32 blockIdx.x .. 32 blockIdx.x + 31
+ * of (batch, head) blockIdx.y from the slices' statistics; BALANCE_WARPS warps, a lane a channel:
+ * warp w joins an equal share of the slices, in order, then warp 0 joins the warps' figures (a
+ * thread's loads few and all in flight at once). A factor is 1 where either range is 0, and
+ * within [2^-10, 2^10]. */
+constexpr int BALANCE_WARPS = 8;
+
+template <int D>
+__global__ void __launch_bounds__(BALANCE_WARPS * 32)
+    channel_balance(const float *stats, float *channel, int seq)
 {
+    constexpr int SHARE = STAT_PARTS / BALANCE_WARPS;
+    static_assert(STAT_PARTS % BALANCE_WARPS == 0 && D % 32 == 0, "whole shares, whole warps");
+    __shared__ float part[BALANCE_WARPS][4][32];
     ktune_launch::wait_previous();
     ktune_launch::release_next();
-    const int bh = blockIdx.x, c = threadIdx.x;
+    const int bh = blockIdx.y, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int c = blockIdx.x * 32 + lane;
     float f[4] = {0.f, INFINITY, -INFINITY, 0.f};
-#pragma unroll /* every slice's loads in flight at once */
-    for (int p = 0; p < STAT_PARTS; p++) {
+#pragma unroll
+    for (int p = warp * SHARE; p < (warp + 1) * SHARE; p++) {
         const float *in = stats + ((int64_t)bh * STAT_PARTS + p) * 4 * D + c;
         f[0] += in[0];
         f[1] = fminf(f[1], in[D]);
         f[2] = fmaxf(f[2], in[2 * D]);
         f[3] = fmaxf(f[3], in[3 * D]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        part[warp][j][lane] = f[j];
+    __syncthreads();
+    if (warp != 0)
+        return;
+#pragma unroll
+    for (int w = 1; w < BALANCE_WARPS; w++) {
+        f[0] += part[w][0][lane];
+        f[1] = fminf(f[1], part[w][1][lane]);
+        f[2] = fmaxf(f[2], part[w][2][lane]);
+        f[3] = fmaxf(f[3], part[w][3][lane]);
     }
     const float mean = f[0] / (float)seq, range = fmaxf(f[2] - mean, mean - f[1]);
     const float balance = range > 0.f && f[3] > 0.f ? sqrtf(range / f[3]) : 1.f;
