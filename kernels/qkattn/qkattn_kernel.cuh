@@ -74,6 +74,16 @@ template <typename T> __device__ __forceinline__ void load8(const T *p, float (&
         x[i] = ktune_common::to_float(e[i]);
 }
 
+/* A channel's figures f (K's sum, least and largest key, Q's largest |q|) joined with another
+ * set's, g[0], g[stride], g[2 stride] and g[3 stride]. */
+__device__ __forceinline__ void figures_join(float (&f)[4], const float *g, int64_t stride)
+{
+    f[0] += g[0];
+    f[1] = fminf(f[1], g[stride]);
+    f[2] = fmaxf(f[2], g[2 * stride]);
+    f[3] = fmaxf(f[3], g[3 * stride]);
+}
+
 /* The channel statistics of slice blockIdx.x of (batch, head) blockIdx.y's tokens; 256 threads,
  * a thread 8 channels of every (256 / (D / 8))-th token of the slice. */
 template <typename T, int D>
@@ -124,12 +134,8 @@ __global__ void __launch_bounds__(256)
     float *const out = stats + ((int64_t)bh * STAT_PARTS + blockIdx.x) * 4 * D;
     for (int c = threadIdx.x; c < D; c += 256) {
         float f[4] = {0.f, INFINITY, -INFINITY, 0.f};
-        for (int i = 0; i < ROWS; i++) {
-            f[0] += part[0][i][c];
-            f[1] = fminf(f[1], part[1][i][c]);
-            f[2] = fmaxf(f[2], part[2][i][c]);
-            f[3] = fmaxf(f[3], part[3][i][c]);
-        }
+        for (int i = 0; i < ROWS; i++)
+            figures_join(f, &part[0][i][c], ROWS * D);
         for (int j = 0; j < 4; j++)
             out[j * D + c] = f[j];
     }
@@ -155,13 +161,8 @@ __global__ void __launch_bounds__(BALANCE_WARPS * 32)
     const int c = blockIdx.x * 32 + lane;
     float f[4] = {0.f, INFINITY, -INFINITY, 0.f};
 #pragma unroll
-    for (int p = warp * SHARE; p < (warp + 1) * SHARE; p++) {
-        const float *in = stats + ((int64_t)bh * STAT_PARTS + p) * 4 * D + c;
-        f[0] += in[0];
-        f[1] = fminf(f[1], in[D]);
-        f[2] = fmaxf(f[2], in[2 * D]);
-        f[3] = fmaxf(f[3], in[3 * D]);
-    }
+    for (int p = warp * SHARE; p < (warp + 1) * SHARE; p++)
+        figures_join(f, stats + ((int64_t)bh * STAT_PARTS + p) * 4 * D + c, D);
 #pragma unroll
     for (int j = 0; j < 4; j++)
         part[warp][j][lane] = f[j];
@@ -169,12 +170,8 @@ __global__ void __launch_bounds__(BALANCE_WARPS * 32)
     if (warp != 0)
         return;
 #pragma unroll
-    for (int w = 1; w < BALANCE_WARPS; w++) {
-        f[0] += part[w][0][lane];
-        f[1] = fminf(f[1], part[w][1][lane]);
-        f[2] = fmaxf(f[2], part[w][2][lane]);
-        f[3] = fmaxf(f[3], part[w][3][lane]);
-    }
+    for (int w = 1; w < BALANCE_WARPS; w++)
+        figures_join(f, &part[w][0][lane], 32);
     const float mean = f[0] / (float)seq, range = fmaxf(f[2] - mean, mean - f[1]);
     const float balance = range > 0.f && f[3] > 0.f ? sqrtf(range / f[3]) : 1.f;
     channel[(int64_t)bh * 2 * D + c] = mean;
