@@ -19,14 +19,14 @@ int main(int argc, char **argv)
         per_variant[s.configs[i].variant]++;
     /* vec: 18 (vec, iters) pairs with vec*iters <= 32, x 3 warps; block: 15 + 15 + 15 + 13
      * (threads*vec*iters <= 16384); online: 3 x 4 x 2 x 3; cluster: 27 (threads, vec, iters) triples
-     * with vec*iters <= 64 and 4096 <= threads*vec*iters <= 16384, x 4 cluster sizes; smem: 4 x 3;
+     * with vec*iters <= 64 and 4096 <= threads*vec*iters <= 16384, x 4 cluster sizes; smem: 5 x 3;
      * pipe: 5 x 3 x 2; split: 6 (threads, per_sm) pairs with threads * per_sm <= 1024, x 2;
      * resident: 2 x 2 x 2 */
     CHECK(s.nvariants == 8);
     CHECK(per_variant[0] == 54 && per_variant[1] == 58 && per_variant[2] == 72 &&
-          per_variant[3] == 108 && per_variant[4] == 12 && per_variant[5] == 30 &&
+          per_variant[3] == 108 && per_variant[4] == 15 && per_variant[5] == 30 &&
           per_variant[6] == 12 && per_variant[7] == 8);
-    CHECK(s.nconfigs == 354);
+    CHECK(s.nconfigs == 357);
     /* cols 32..131072 (13 values) x rows {1, 32, 1024, 8192, 65536} with rows*cols <= 2^27,
      * x 3 dtypes: (13 + 13 + 13 + 10 + 7) x 3; then 6 vocabulary widths x rows {1, 32, 128, 512,
      * 1024} under the same cap (1024 rows: the 3 widths up to 128256): (6 + 6 + 6 + 6 + 3) x 3;
