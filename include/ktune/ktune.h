@@ -33,7 +33,9 @@
  * A key answered by step 3 or 4 prints a one-time warning on stderr naming it and the command that
  * tunes it (`ktune sweep <family> --key '<dim>=<value>,...' --apply`; set KTUNE_LOG=quiet to
  * silence). Environment:
- *   KTUNE_LOG=debug                  print every selection and why
+ *   KTUNE_LOG=debug                  print every selection and why (a voted key: also the five
+ *                                    configurations of the lowest scores, each with the time
+ *                                    its score predicts against the pick's)
  *   KTUNE_FORCE=<family>=<config>    pin a configuration (comma-separate several families);
  *                                    it must be compiled in (the tables' configs and the
  *                                    defaults; every config with -DKTUNE_LIBRARY_ALL_CONFIGS=ON),

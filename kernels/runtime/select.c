@@ -348,13 +348,42 @@ static int nearest_measured(const vote_row *near, int n, int i)
     return -1;
 }
 
+/* The KTUNE_VOTE_SHOWN lowest scores of a vote and their instances, lowest first (KTUNE_LOG=debug
+ * prints them). */
+#define KTUNE_VOTE_SHOWN 5
+typedef struct {
+    int n;
+    int instance[KTUNE_VOTE_SHOWN];
+    double score[KTUNE_VOTE_SHOWN];
+} vote_ranking;
+
+/* Puts instance i with score into the ranking where it is among the lowest; a later equal score
+ * goes after the earlier, as the vote's ties do. */
+static void ranking_add(vote_ranking *rk, int i, double score)
+{
+    int at = rk->n < KTUNE_VOTE_SHOWN ? rk->n++ : KTUNE_VOTE_SHOWN;
+    while (at > 0 && rk->score[at - 1] > score) {
+        if (at < KTUNE_VOTE_SHOWN) {
+            rk->instance[at] = rk->instance[at - 1];
+            rk->score[at] = rk->score[at - 1];
+        }
+        at--;
+    }
+    if (at < KTUNE_VOTE_SHOWN) {
+        rk->instance[at] = i;
+        rk->score[at] = score;
+    }
+}
+
 /* Scores instance i by the rows' votes (step 3 of ktune.h); where a row did not measure i but did
  * measure its twin (>= 0), the twin's time there stands in for i's, the cost models carrying it
  * from the twin at the row to i at the key. Keeps the lowest score in *best, the nearest row of a
- * measurement it rests on (near[a]) in *row, and its votes without the cost model in *score. */
+ * measurement it rests on (near[a]) in *row, and its votes without the cost model in *score; and
+ * i's score in rk where rk is not NULL. */
 static void vote_candidate(const ktune_family *f, const ktune_table *t, const vote_row *near,
                            int nnear, int i, int twin, const int64_t *key, const ktune_device *dev,
-                           int a, int *best, double *best_score, int *row, double *score)
+                           int a, int *best, double *best_score, int *row, double *score,
+                           vote_ranking *rk)
 {
     double sum = 0, measured = 0, weights = 0;
     for (int b = 0; b < nnear; b++) {
@@ -376,6 +405,8 @@ static void vote_candidate(const ktune_family *f, const ktune_table *t, const vo
         sum += w * (vote + change);
         weights += w;
     }
+    if (rk)
+        ranking_add(rk, i, sum / weights);
     if (sum / weights < *best_score) { /* ties: the candidate met first */
         *best_score = sum / weights;
         *best = i;
@@ -387,9 +418,9 @@ static void vote_candidate(const ktune_family *f, const ktune_table *t, const vo
 /* The instance the neighbours vote for, -1 where no row of table ti but row `skip` (-1: none) has
  * an answer valid for key; *row is the nearest row that measured it, *score the mean of its votes
  * without the cost model (how much slower than the rows' answers it was where they measured
- * it). */
+ * it); the candidates of the lowest scores in rk where rk is not NULL. */
 static int vote_answer(const ktune_family *f, int ti, const int64_t *key, const ktune_device *dev,
-                       int skip, int *row, double *score)
+                       int skip, int *row, double *score, vote_ranking *rk)
 {
     const ktune_table *t = f->tables[ti];
     vote_row near[KTUNE_VOTE_ROWS];
@@ -421,7 +452,7 @@ static int vote_answer(const ktune_family *f, int ti, const int64_t *key, const 
             const int i = near[a].instance[c];
             if (nearest_measured(near, a + 1, i) == a)
                 vote_candidate(f, t, near, nnear, i, twin_of(f, i), key, dev, a, &best,
-                               &best_score, row, score);
+                               &best_score, row, score, rk);
         }
     for (int i = 0; i < f->ninstances; i++) {
         const int twin = twin_of(f, i);
@@ -429,7 +460,7 @@ static int vote_answer(const ktune_family *f, int ti, const int64_t *key, const 
         if (a >= 0 && nearest_measured(near, nnear, i) < 0 &&
             ktune__instance_valid(f, i, key, dev))
             vote_candidate(f, t, near, nnear, i, twin, key, dev, a, &best, &best_score, row,
-                           score);
+                           score, rk);
     }
     return best;
 }
@@ -474,7 +505,7 @@ int ktune__select_row(const ktune_family *f, const int64_t *key, const ktune_dev
     const int exact = exact_row(f, *table, key, dev);
     if (exact >= 0)
         return exact;
-    return vote_answer(f, *table, key, dev, -1, &row, &score) >= 0 ? row : -1;
+    return vote_answer(f, *table, key, dev, -1, &row, &score, NULL) >= 0 ? row : -1;
 }
 
 int ktune__select_table(const ktune_family *f, const ktune_device *dev)
@@ -488,7 +519,7 @@ int ktune__select_holdout(const ktune_family *f, const ktune_device *dev, int ti
     double score;
     if (ti < 0 || ti >= f->ntables || r < 0 || r >= f->tables[ti]->nrows)
         return -1;
-    return vote_answer(f, ti, f->tables[ti]->rows[r].key, dev, r, &row, &score);
+    return vote_answer(f, ti, f->tables[ti]->rows[r].key, dev, r, &row, &score, NULL);
 }
 
 int ktune__select_nearest(const ktune_family *f, const int64_t *key, const ktune_device *dev)
@@ -533,8 +564,11 @@ static const char *forced_config(const ktune_family *f, char *buf, size_t size)
     return NULL;
 }
 
+/* The selection of ktune/ktune.h for key, with the vote's lowest scores in rk where it votes and
+ * rk is not NULL. */
 static ktune_status select_locked(const ktune_family *f, const int64_t *key,
-                                  const ktune_device *dev, int *instance, ktune_choice *c)
+                                  const ktune_device *dev, int *instance, ktune_choice *c,
+                                  vote_ranking *rk)
 {
     char keytext[160], forced[128];
     ktune__key_format(f, key, keytext, sizeof keytext);
@@ -575,7 +609,7 @@ static ktune_status select_locked(const ktune_family *f, const int64_t *key,
         }
         int row;
         double score;
-        const int voted = vote_answer(f, ti, key, dev, -1, &row, &score);
+        const int voted = vote_answer(f, ti, key, dev, -1, &row, &score, rk);
         if (voted >= 0) {
             char neartext[160];
             ktune__key_format(f, t->rows[row].key, neartext, sizeof neartext);
@@ -619,15 +653,21 @@ ktune_status ktune__select(const ktune_family *f, const int64_t *key, const ktun
     ktune_choice *c = choice ? choice : &local;
     pthread_mutex_lock(&select_lock);
     env_load();
-    ktune_status st = select_locked(f, key, dev, instance, c);
+    vote_ranking rk = {0};
+    ktune_status st = select_locked(f, key, dev, instance, c, log_debug ? &rk : NULL);
     if (st == KTUNE_OK && !choice && !force_spec[0]) {
         int known;
         if (!memo_find(f, dev, key, &known))
             memo_put(f, dev, key, *instance);
     }
-    if (log_debug)
+    if (log_debug) {
         fprintf(stderr, "ktune: %s -> %s (%s)\n", c->why, st == KTUNE_OK ? c->config : "error",
                 st == KTUNE_OK ? ktune_reason_string(c->reason) : ktune_status_string(st));
+        /* the vote's lowest scores, each as the time they predict against the pick's */
+        for (int e = 0; st == KTUNE_OK && e < rk.n; e++)
+            fprintf(stderr, "ktune:   vote %d: %s, %.3fx the pick's time\n", e + 1,
+                    f->instances[rk.instance[e]].name, exp(rk.score[e] - rk.score[0]));
+    }
     if (st == KTUNE_OK &&
         (c->reason == KTUNE_REASON_NEAREST || c->reason == KTUNE_REASON_DEFAULT) &&
         first_miss(f, key)) {
