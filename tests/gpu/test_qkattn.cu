@@ -5,9 +5,10 @@
  * with 4 of k's channels outliers (50 (x + 1) / 2: 50 times larger, a mean of 25), and the same
  * with the keys of the second half of the sequence 16 times larger (a row's running max moves by
  * far more than the walk's slack on a late step, so that its weights and output are rescaled
- * there), on poisoned outputs. Against a host reference in double: no output left NaN or infinite, cosine
- * similarity >= 0.999 and relative L1 <= 0.03 (include/ktune/qkattn.h's promise). Then the public
- * entry point: its argument checks and its capture in a CUDA graph. Exits 77 without a GPU. */
+ * there), on poisoned outputs. Against a host reference in double: no output left NaN or
+ * infinite, cosine similarity >= 0.999 and relative L1 <= 0.03 (include/ktune/qkattn.h's
+ * promise). Then the public entry point: its argument checks and its capture in a CUDA graph.
+ * Exits 77 without a GPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
