@@ -361,18 +361,15 @@ typedef struct {
  * goes after the earlier, as the vote's ties do. */
 static void ranking_add(vote_ranking *rk, int i, double score)
 {
-    int at = rk->n < KTUNE_VOTE_SHOWN ? rk->n++ : KTUNE_VOTE_SHOWN;
-    while (at > 0 && rk->score[at - 1] > score) {
-        if (at < KTUNE_VOTE_SHOWN) {
-            rk->instance[at] = rk->instance[at - 1];
-            rk->score[at] = rk->score[at - 1];
-        }
-        at--;
+    if (rk->n == KTUNE_VOTE_SHOWN && rk->score[KTUNE_VOTE_SHOWN - 1] <= score)
+        return;
+    int at = rk->n < KTUNE_VOTE_SHOWN ? rk->n++ : KTUNE_VOTE_SHOWN - 1;
+    for (; at > 0 && rk->score[at - 1] > score; at--) {
+        rk->instance[at] = rk->instance[at - 1];
+        rk->score[at] = rk->score[at - 1];
     }
-    if (at < KTUNE_VOTE_SHOWN) {
-        rk->instance[at] = i;
-        rk->score[at] = score;
-    }
+    rk->instance[at] = i;
+    rk->score[at] = score;
 }
 
 /* Scores instance i by the rows' votes (step 3 of ktune.h); where a row did not measure i but did
@@ -405,10 +402,11 @@ static void vote_candidate(const ktune_family *f, const ktune_table *t, const vo
         sum += w * (vote + change);
         weights += w;
     }
+    const double mean = sum / weights;
     if (rk)
-        ranking_add(rk, i, sum / weights);
-    if (sum / weights < *best_score) { /* ties: the candidate met first */
-        *best_score = sum / weights;
+        ranking_add(rk, i, mean);
+    if (mean < *best_score) { /* ties: the candidate met first */
+        *best_score = mean;
         *best = i;
         *row = near[a].row;
         *score = measured / weights;
