@@ -16,14 +16,17 @@
         }                                                                                          \
     } while (0)
 
-/* Exits 77, which CTest reports as not run, where there is no CUDA device. */
-static inline void exit_without_gpu(void)
+/* A GPU test's first call: exits 77, which CTest reports as not run, where there is no CUDA
+ * device; else makes stdout line-buffered, so that a test that dies (a fault, a timeout's kill)
+ * still leaves in its log every line it printed before. */
+static inline void gpu_test_begin(void)
 {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
         printf("no CUDA device: skipped\n");
         exit(77);
     }
+    setvbuf(stdout, NULL, _IOLBF, 0);
 }
 
 #ifdef __cplusplus

@@ -162,7 +162,7 @@ static int adaptation(const ktune_device *dev, cublasHandle_t handle)
 
 int main()
 {
-    exit_without_gpu();
+    gpu_test_begin();
     const ktune_device *dev;
     cublasHandle_t handle;
     if (ktune__device_current(&dev) != KTUNE_OK || cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {

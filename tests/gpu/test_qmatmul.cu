@@ -147,7 +147,7 @@ static bool fp8_refused(const ktune_instance *in)
 
 int main()
 {
-    exit_without_gpu();
+    gpu_test_begin();
     const ktune_device *dev;
     if (ktune__device_current(&dev) != KTUNE_OK) {
         printf("cannot read the device\n");

@@ -208,7 +208,7 @@ static bool device_runs(const ktune_instance *in, const problem &p, const ktune_
 
 int main()
 {
-    exit_without_gpu();
+    gpu_test_begin();
     const ktune_device *dev;
     if (ktune__device_current(&dev) != KTUNE_OK) {
         printf("cannot read the device\n");

@@ -123,7 +123,7 @@ static long long check_output(problem &p, void *y)
 
 int main()
 {
-    exit_without_gpu();
+    gpu_test_begin();
     const ktune_device *dev;
     if (ktune__device_current(&dev) != KTUNE_OK) {
         printf("cannot read the device\n");

@@ -138,7 +138,7 @@ static long long check_output(const uint16_t *c, const std::vector<double> &ref,
 
 int main()
 {
-    exit_without_gpu();
+    gpu_test_begin();
     const ktune_device *dev;
     if (ktune__device_current(&dev) != KTUNE_OK) {
         printf("cannot read the device\n");
