@@ -281,9 +281,13 @@ int main()
             problem_free(p);
         }
     printf("%lld checks of %d candidate configs and ktune_qkattn, %lld failures; %lld launches of "
-           "configs this device cannot run skipped; worst cosine %.6f (uniform) %.6f (outliers) "
-           "%.6f (late keys), worst relative L1 %.5f (uniform) %.5f (outliers) %.5f (late keys)\n",
-           checked, ktune__qkattn_candidates_count, failures, refused, worst_cos[0], worst_cos[1],
-           worst_cos[2], worst_l1[0], worst_l1[1], worst_l1[2]);
+           "configs this device cannot run skipped; worst cosine",
+           checked, ktune__qkattn_candidates_count, failures, refused);
+    for (int kind = 0; kind < INPUT_KINDS; kind++)
+        printf(" %.6f (%s)", worst_cos[kind], input_names[kind]);
+    printf(", worst relative L1");
+    for (int kind = 0; kind < INPUT_KINDS; kind++)
+        printf(" %.5f (%s)", worst_l1[kind], input_names[kind]);
+    printf("\n");
     return failures ? 1 : 0;
 }
