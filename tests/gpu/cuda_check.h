@@ -1,9 +1,14 @@
-/* The GPU tests' check of a CUDA call: on an error, print where and what, and exit 1; and the
- * poison of an output that a kernel overlapped with it must wait for. */
+/* The GPU tests' check of a CUDA call: on an error, print where and what, and exit 1; their
+ * first call (gpu_test_begin); and the poison of an output that a kernel overlapped with it must
+ * wait for. */
 #pragma once
 
+#include <execinfo.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime.h>
 
@@ -16,9 +21,33 @@
         }                                                                                          \
     } while (0)
 
+/* Writes text to stderr from a signal handler (write(2) only). */
+static inline void gpu_test_say(const char *text)
+{
+    const ssize_t wrote = write(2, text, strlen(text));
+    (void)wrote;
+}
+
+/* On a fatal signal: its name and the stack on stderr (the functions the binary exports by name,
+ * the others as offsets into it, which addr2line resolves), then the signal's default action,
+ * so that the test still ends as the signal ends it. */
+static inline void gpu_test_fatal(int sig)
+{
+    void *frames[64];
+    const int n = backtrace(frames, 64);
+    gpu_test_say(sig == SIGSEGV  ? "fatal signal SIGSEGV; the stack:\n"
+                 : sig == SIGBUS ? "fatal signal SIGBUS; the stack:\n"
+                 : sig == SIGFPE ? "fatal signal SIGFPE; the stack:\n"
+                 : sig == SIGILL ? "fatal signal SIGILL; the stack:\n"
+                                 : "fatal signal SIGABRT; the stack:\n");
+    backtrace_symbols_fd(frames, n, 2);
+    raise(sig); /* SA_RESETHAND: the default action now */
+}
+
 /* A GPU test's first call: exits 77, which CTest reports as not run, where there is no CUDA
  * device; else makes stdout line-buffered, so that a test that dies (a fault, a timeout's kill)
- * still leaves in its log every line it printed before. */
+ * still leaves in its log every line it printed before, and has a fatal signal print the stack
+ * (gpu_test_fatal). */
 static inline void gpu_test_begin(void)
 {
     int count = 0;
@@ -27,6 +56,15 @@ static inline void gpu_test_begin(void)
         exit(77);
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++) {
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_handler = gpu_test_fatal;
+        action.sa_flags = SA_RESETHAND;
+        sigemptyset(&action.sa_mask);
+        sigaction(fatal[i], &action, NULL);
+    }
 }
 
 #ifdef __cplusplus
