@@ -45,9 +45,10 @@ static inline void gpu_test_fatal(int sig)
 }
 
 /* A GPU test's first call: exits 77, which CTest reports as not run, where there is no CUDA
- * device; else makes stdout line-buffered, so that a test that dies (a fault, a timeout's kill)
- * still leaves in its log every line it printed before, and has a fatal signal print the stack
- * (gpu_test_fatal). */
+ * device; exits 1 where its candidate configs were compiled only as a check (unoptimized PTX,
+ * not the machine code a sweep measures and the library ships); else makes stdout
+ * line-buffered, so that a test that dies (a fault, a timeout's kill) still leaves in its log
+ * every line it printed before, and has a fatal signal print the stack (gpu_test_fatal). */
 static inline void gpu_test_begin(void)
 {
     int count = 0;
@@ -55,6 +56,12 @@ static inline void gpu_test_begin(void)
         printf("no CUDA device: skipped\n");
         exit(77);
     }
+#if KTUNE_CANDIDATES_CHECK_ONLY
+    printf("this test's candidate configs were compiled to PTX only (KTUNE_CANDIDATES=CHECK, the "
+           "default where configure found no GPU): reconfigure with -DKTUNE_CANDIDATES=ALL to "
+           "run it on this GPU\n");
+    exit(1);
+#endif
     setvbuf(stdout, NULL, _IOLBF, 0);
     const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
     for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++) {
