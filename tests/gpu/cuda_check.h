@@ -63,6 +63,8 @@ static inline void gpu_test_begin(void)
     exit(1);
 #endif
     setvbuf(stdout, NULL, _IOLBF, 0);
+    void *first[1]; /* backtrace's first call loads what it needs: not in the handler */
+    backtrace(first, 1);
     const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
     for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++) {
         struct sigaction action;
