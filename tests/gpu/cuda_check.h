@@ -28,6 +28,16 @@ static inline void gpu_test_say(const char *text)
     (void)wrote;
 }
 
+/* The fatal signals a GPU test reports, each with what it writes. */
+static const struct {
+    int sig;
+    const char *say;
+} gpu_test_fatal_signals[] = {
+    {SIGSEGV, "fatal signal SIGSEGV; the stack:\n"}, {SIGBUS, "fatal signal SIGBUS; the stack:\n"},
+    {SIGFPE, "fatal signal SIGFPE; the stack:\n"},   {SIGILL, "fatal signal SIGILL; the stack:\n"},
+    {SIGABRT, "fatal signal SIGABRT; the stack:\n"},
+};
+
 /* On a fatal signal: its name and the stack on stderr (the functions the binary exports by name,
  * the others as offsets into it, which addr2line resolves), then the signal's default action,
  * so that the test still ends as the signal ends it. */
@@ -35,11 +45,9 @@ static inline void gpu_test_fatal(int sig)
 {
     void *frames[64];
     const int n = backtrace(frames, 64);
-    gpu_test_say(sig == SIGSEGV  ? "fatal signal SIGSEGV; the stack:\n"
-                 : sig == SIGBUS ? "fatal signal SIGBUS; the stack:\n"
-                 : sig == SIGFPE ? "fatal signal SIGFPE; the stack:\n"
-                 : sig == SIGILL ? "fatal signal SIGILL; the stack:\n"
-                                 : "fatal signal SIGABRT; the stack:\n");
+    for (size_t i = 0; i < sizeof gpu_test_fatal_signals / sizeof gpu_test_fatal_signals[0]; i++)
+        if (gpu_test_fatal_signals[i].sig == sig)
+            gpu_test_say(gpu_test_fatal_signals[i].say);
     backtrace_symbols_fd(frames, n, 2);
     raise(sig); /* SA_RESETHAND: the default action now */
 }
@@ -65,14 +73,13 @@ static inline void gpu_test_begin(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
     void *first[1]; /* backtrace's first call loads what it needs: not in the handler */
     backtrace(first, 1);
-    const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
-    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++) {
+    for (size_t i = 0; i < sizeof gpu_test_fatal_signals / sizeof gpu_test_fatal_signals[0]; i++) {
         struct sigaction action;
         memset(&action, 0, sizeof action);
         action.sa_handler = gpu_test_fatal;
         action.sa_flags = SA_RESETHAND;
         sigemptyset(&action.sa_mask);
-        sigaction(fatal[i], &action, NULL);
+        sigaction(gpu_test_fatal_signals[i].sig, &action, NULL);
     }
 }
 
