@@ -95,10 +95,11 @@ inline cudaError_t l2_bytes(int *bytes)
 }
 
 /* A launch configuration: the cluster dimension where the cluster holds more than one block,
- * then `extra` where given, in attrs[2]. */
+ * then the `extras` attributes at extra, in attrs[3] (at most two extras). */
 inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, dim3 cluster, size_t smem,
-                                        cudaStream_t s, cudaLaunchAttribute (&attrs)[2],
-                                        const cudaLaunchAttribute *extra = nullptr)
+                                        cudaStream_t s, cudaLaunchAttribute (&attrs)[3],
+                                        const cudaLaunchAttribute *extra = nullptr,
+                                        int extras = 0)
 {
     cudaLaunchConfig_t config = {};
     config.gridDim = grid;
@@ -115,8 +116,8 @@ inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, dim3 cluster, siz
         a.val.clusterDim.y = cluster.y;
         a.val.clusterDim.z = cluster.z;
     }
-    if (extra)
-        attrs[config.numAttrs++] = *extra;
+    for (int i = 0; i < extras && i < 2; i++)
+        attrs[config.numAttrs++] = extra[i];
     return config;
 }
 
@@ -126,6 +127,15 @@ inline cudaLaunchAttribute overlap_attribute()
     cudaLaunchAttribute attr = {};
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = 1;
+    return attr;
+}
+
+/* The attribute of a cooperative launch. */
+inline cudaLaunchAttribute cooperative_attribute()
+{
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeCooperative;
+    attr.val.cooperative = 1;
     return attr;
 }
 
@@ -143,20 +153,21 @@ cudaError_t set_attributes(void (*kernel)(Params...), unsigned ctas, size_t smem
 }
 
 /* Launches kernel on grid x block with cluster dimensions `cluster` (1x1x1: no cluster), smem
- * bytes of dynamic shared memory and the launch attribute *extra where given. Sets the function
- * attributes a launch needs first. A launch error is returned and cleared, so that the next launch
- * does not report it again. */
+ * bytes of dynamic shared memory and the `extras` launch attributes at extra (at most two). Sets
+ * the function attributes a launch needs first. A launch error is returned and cleared, so that
+ * the next launch does not report it again. */
 template <typename... Params, typename... Args>
-cudaError_t launch_attributed(const cudaLaunchAttribute *extra, void (*kernel)(Params...),
-                              dim3 grid, dim3 block, dim3 cluster, size_t smem, cudaStream_t s,
-                              Args... args)
+cudaError_t launch_attributed(const cudaLaunchAttribute *extra, int extras,
+                              void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluster,
+                              size_t smem, cudaStream_t s, Args... args)
 {
     const unsigned ctas = cluster.x * cluster.y * cluster.z;
     cudaError_t e = set_attributes(kernel, ctas, smem);
     if (e != cudaSuccess)
         return e;
-    cudaLaunchAttribute attrs[2];
-    const cudaLaunchConfig_t config = launch_config(grid, block, cluster, smem, s, attrs, extra);
+    cudaLaunchAttribute attrs[3];
+    const cudaLaunchConfig_t config =
+        launch_config(grid, block, cluster, smem, s, attrs, extra, extras);
     e = cudaLaunchKernelEx(&config, kernel, args...);
     if (e != cudaSuccess)
         cudaGetLastError();
@@ -168,7 +179,7 @@ template <typename... Params, typename... Args>
 cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluster, size_t smem,
                    cudaStream_t s, Args... args)
 {
-    return launch_attributed(nullptr, kernel, grid, block, cluster, smem, s, args...);
+    return launch_attributed(nullptr, 0, kernel, grid, block, cluster, smem, s, args...);
 }
 
 /* As launch, overlapped with the stream's previous kernel where the device allows it
@@ -178,8 +189,8 @@ cudaError_t launch_overlapped(void (*kernel)(Params...), dim3 grid, dim3 block, 
                               size_t smem, cudaStream_t s, Args... args)
 {
     const cudaLaunchAttribute attr = overlap_attribute();
-    return launch_attributed(overlap_allowed() ? &attr : nullptr, kernel, grid, block, cluster,
-                             smem, s, args...);
+    return launch_attributed(&attr, overlap_allowed() ? 1 : 0, kernel, grid, block, cluster, smem,
+                             s, args...);
 }
 
 /* Launches kernel on grid x block with smem bytes of dynamic shared memory as a cooperative grid:
@@ -189,10 +200,35 @@ template <typename... Params, typename... Args>
 cudaError_t launch_cooperative(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                                cudaStream_t s, Args... args)
 {
-    cudaLaunchAttribute attr = {};
-    attr.id = cudaLaunchAttributeCooperative;
-    attr.val.cooperative = 1;
-    return launch_attributed(&attr, kernel, grid, block, dim3(1, 1, 1), smem, s, args...);
+    const cudaLaunchAttribute attr = cooperative_attribute();
+    return launch_attributed(&attr, 1, kernel, grid, block, dim3(1, 1, 1), smem, s, args...);
+}
+
+/* As launch_cooperative, overlapped with the stream's previous kernel where the device allows it
+ * (overlap_allowed): kernel keeps the contract of wait_previous and release_next. Where the
+ * driver refuses the two attributes on one launch and takes the cooperative one alone, the
+ * refusal is kept for the device (as a function's static, a kernel's own) and its launches are
+ * cooperative only from then on. */
+template <typename... Params, typename... Args>
+cudaError_t launch_cooperative_overlapped(void (*kernel)(Params...), dim3 grid, dim3 block,
+                                          size_t smem, cudaStream_t s, Args... args)
+{
+    static std::atomic<int> refused[max_devices];
+    int device = 0;
+    bool overlap = overlap_allowed() && cudaGetDevice(&device) == cudaSuccess;
+    const bool kept = device >= 0 && device < max_devices;
+    if (overlap && kept && refused[device].load(std::memory_order_relaxed))
+        overlap = false;
+    if (!overlap)
+        return launch_cooperative(kernel, grid, block, smem, s, args...);
+    const cudaLaunchAttribute both[2] = {cooperative_attribute(), overlap_attribute()};
+    if (launch_attributed(both, 2, kernel, grid, block, dim3(1, 1, 1), smem, s, args...) ==
+        cudaSuccess)
+        return cudaSuccess;
+    const cudaError_t e = launch_cooperative(kernel, grid, block, smem, s, args...);
+    if (e == cudaSuccess && kept)
+        refused[device].store(1, std::memory_order_relaxed);
+    return e;
 }
 
 /* How many clusters of `cluster` blocks of `block` threads and smem bytes of dynamic shared memory
@@ -217,7 +253,7 @@ cudaError_t resident_clusters(void (*kernel)(Params...), dim3 block, dim3 cluste
         *count = sms * per_sm;
         return e;
     }
-    cudaLaunchAttribute attrs[2];
+    cudaLaunchAttribute attrs[3];
     const cudaLaunchConfig_t config = launch_config(cluster, block, cluster, smem, 0, attrs);
     return cudaOccupancyMaxActiveClusters(count, kernel, &config);
 }

@@ -4,7 +4,9 @@
  * the first boundary and after the last whole vector one at a time (the staged kernels and split
  * in the kernel; those that hold rows in registers and online in a shifted instantiation their
  * launcher takes for such rows, see shifted_row); where x and y are at different alignments,
- * element by element. */
+ * element by element. Every kernel is launched overlapped with the stream's previous kernel
+ * (ktune_launch::launch_overlapped; the cooperative ones through
+ * launch_cooperative_overlapped): see overlap_begin. */
 #pragma once
 
 #include <cuda_bf16.h>
@@ -43,6 +45,17 @@ using ktune_common::from_float;
 using ktune_common::online_merge;
 using ktune_common::to_float;
 using ktune_common::warp_reduce;
+
+/* The first statement of every kernel of the family: wait for the stream's previous kernel (its
+ * memory complete and visible) before any access to global memory, then let the stream's next
+ * kernel in at once. That one's blocks take places as this grid's free them: every block of this
+ * grid has started by the time the last of them lets it in, so none waits behind it; and it waits
+ * for this grid's memory as this one did. A no-op in a kernel launched without overlap. */
+__device__ __forceinline__ void overlap_begin()
+{
+    ktune_launch::wait_previous();
+    ktune_launch::release_next();
+}
 
 /* The element-wise max of two registers of two 16-bit elements (NaN loses, as in fmaxf). */
 template <typename T> __device__ __forceinline__ uint32_t max2(uint32_t a, uint32_t b)
@@ -484,6 +497,7 @@ template <typename T, int VEC, int ITERS, int WARPS, bool SHIFTED>
 __global__ void __launch_bounds__(WARPS * 32)
     vec_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
 {
+    overlap_begin();
     const int lane = threadIdx.x & 31;
     const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
     if (row >= rows)
@@ -498,6 +512,7 @@ template <typename T, int THREADS, int VEC, int ITERS, bool SHIFTED>
 __global__ void __launch_bounds__(THREADS)
     block_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
 {
+    overlap_begin();
     __shared__ float smem[32];
     const int64_t row = blockIdx.x;
     (void)rows;
@@ -531,6 +546,7 @@ template <typename T, int THREADS, int VEC, int UNROLL, bool SHIFTED>
 __global__ void __launch_bounds__(THREADS)
     online_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
 {
+    overlap_begin();
     __shared__ float2 red[32];
     (void)rows;
     const int64_t row = blockIdx.x;
@@ -610,6 +626,7 @@ __global__ void __launch_bounds__(THREADS, raw_row<T, VEC, ITERS>() ? 65536 / (T
     cluster_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    overlap_begin();
     __shared__ float smem[32];
     __shared__ float2 part;
     (void)rows;
@@ -810,6 +827,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     smem_kernel(const T *x, T *y, int64_t rows, int cols, int chunk, bool aligned)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    overlap_begin();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ float red[32];
     __shared__ float2 part;
@@ -849,6 +867,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     pipe_kernel(const T *x, T *y, int64_t rows, int cols, int chunk, int stride, bool aligned)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    overlap_begin();
     static_assert(STAGES >= 2, "one buffer in use, at least one being filled");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ float red[32];
@@ -913,6 +932,7 @@ template <typename T, int THREADS, int UNROLL>
 __global__ void __launch_bounds__(THREADS)
     split_kernel(const T *x, T *y, int64_t rows, int cols, int parts, bool aligned)
 {
+    overlap_begin();
     constexpr int E = 16 / sizeof(T);
     __shared__ float2 red[32];
     (void)rows;
@@ -1083,6 +1103,7 @@ __global__ void __launch_bounds__(THREADS, PER_SM)
                     bool aligned)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    overlap_begin();
     constexpr int E = 16 / sizeof(T);
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ float2 red[32];
@@ -1209,9 +1230,9 @@ template <int VEC, int ITERS, int WARPS> struct vec_launcher {
         row_layout<T, VEC>(x, y, cols, 32 * VEC * ITERS, &shifted, &aligned);
         const auto kernel = shifted ? vec_kernel<T, VEC, ITERS, WARPS, true>
                                     : vec_kernel<T, VEC, ITERS, WARPS, false>;
-        kernel<<<(unsigned)blocks, WARPS * 32, 0, s>>>((const T *)x, (T *)y, rows, (int)cols,
-                                                       aligned);
-        return cudaGetLastError();
+        return ktune_launch::launch_overlapped(kernel, dim3((unsigned)blocks), dim3(WARPS * 32),
+                                               dim3(1, 1, 1), 0, s, (const T *)x, (T *)y, rows,
+                                               (int)cols, aligned);
     }
 };
 
@@ -1226,8 +1247,9 @@ template <int THREADS, int VEC, int ITERS> struct block_launcher {
         row_layout<T, VEC>(x, y, cols, THREADS * VEC * ITERS, &shifted, &aligned);
         const auto kernel = shifted ? block_kernel<T, THREADS, VEC, ITERS, true>
                                     : block_kernel<T, THREADS, VEC, ITERS, false>;
-        kernel<<<(unsigned)rows, THREADS, 0, s>>>((const T *)x, (T *)y, rows, (int)cols, aligned);
-        return cudaGetLastError();
+        return ktune_launch::launch_overlapped(kernel, dim3((unsigned)rows), dim3(THREADS),
+                                               dim3(1, 1, 1), 0, s, (const T *)x, (T *)y, rows,
+                                               (int)cols, aligned);
     }
 };
 
@@ -1253,28 +1275,27 @@ template <int THREADS, int VEC, int UNROLL, int PER_SM> struct online_launcher {
                                            device);
             if (e == cudaSuccess)
                 e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-            reserve = std::min<size_t>((size_t)per_sm / (PER_SM + 1) + 1024, (size_t)optin);
-            if (e == cudaSuccess) /* per launch: see the cluster launcher */
-                e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)reserve);
             if (e != cudaSuccess)
                 return e;
+            reserve = std::min<size_t>((size_t)per_sm / (PER_SM + 1) + 1024, (size_t)optin);
         }
-        kernel<<<(unsigned)rows, THREADS, reserve, s>>>((const T *)x, (T *)y, rows, (int)cols,
-                                                        aligned);
-        return cudaGetLastError();
+        /* the launch sets the kernel's shared memory limit, every time: see launch_clusters */
+        return ktune_launch::launch_overlapped(kernel, dim3((unsigned)rows), dim3(THREADS),
+                                               dim3(1, 1, 1), reserve, s, (const T *)x, (T *)y,
+                                               rows, (int)cols, aligned);
     }
 };
 
-/* Launches kernel on rows * CTAS blocks, in clusters of CTAS blocks when CTAS > 1. Function
- * attributes are set on every launch: they belong to one device's context, and each translation
- * unit that instantiates a kernel loads its own copy. */
+/* Launches kernel on rows * CTAS blocks, in clusters of CTAS blocks when CTAS > 1, overlapped
+ * with the stream's previous kernel (overlap_begin). Function attributes are set on every launch:
+ * they belong to one device's context, and each translation unit that instantiates a kernel
+ * loads its own copy. */
 template <int CTAS, int THREADS, typename... Params, typename... Args>
 cudaError_t launch_clusters(void (*kernel)(Params...), int64_t rows, size_t smem, cudaStream_t s,
                             Args... args)
 {
-    return ktune_launch::launch(kernel, dim3((unsigned)(rows * CTAS)), dim3(THREADS),
-                                dim3(CTAS, 1, 1), smem, s, args...);
+    return ktune_launch::launch_overlapped(kernel, dim3((unsigned)(rows * CTAS)), dim3(THREADS),
+                                           dim3(CTAS, 1, 1), smem, s, args...);
 }
 
 template <int CTAS, int THREADS, int VEC, int ITERS> struct cluster_launcher {
@@ -1388,10 +1409,9 @@ template <int THREADS, int UNROLL, int PER_SM> struct split_launcher {
         if ((int64_t)resident < (int64_t)PER_SM * sms || parts < 2 ||
             cols / parts * (int64_t)sizeof(T) < 16)
             return cudaErrorInvalidValue;
-        return ktune_launch::launch_cooperative(kernel, dim3((unsigned)(rows * parts)),
-                                                dim3(THREADS), 0, s, (const T *)x, (T *)y, rows,
-                                                (int)cols, (int)parts,
-                                                same_alignment<T, 16 / sizeof(T)>(x, y));
+        return ktune_launch::launch_cooperative_overlapped(
+            kernel, dim3((unsigned)(rows * parts)), dim3(THREADS), 0, s, (const T *)x, (T *)y, rows,
+            (int)cols, (int)parts, same_alignment<T, 16 / sizeof(T)>(x, y));
     }
 };
 
@@ -1452,10 +1472,9 @@ template <int THREADS, int PER_SM, int STAGES> struct resident_launcher {
         /* the fewest waves, and as many rows in each as they take */
         const int64_t most = std::min(rows, blocks / fewest), waves = (rows + most - 1) / most;
         const int64_t at_once = (rows + waves - 1) / waves, parts = blocks / at_once;
-        return ktune_launch::launch_cooperative(kernel, dim3((unsigned)blocks), dim3(THREADS),
-                                                bytes, s, (const T *)x, (T *)y, rows, (int)cols,
-                                                (int)parts, (int)at_once, (int)stride,
-                                                same_alignment<T, E>(x, y));
+        return ktune_launch::launch_cooperative_overlapped(
+            kernel, dim3((unsigned)blocks), dim3(THREADS), bytes, s, (const T *)x, (T *)y, rows,
+            (int)cols, (int)parts, (int)at_once, (int)stride, same_alignment<T, E>(x, y));
     }
 };
 
