@@ -4,9 +4,8 @@
  * the first boundary and after the last whole vector one at a time (the staged kernels and split
  * in the kernel; those that hold rows in registers and online in a shifted instantiation their
  * launcher takes for such rows, see shifted_row); where x and y are at different alignments,
- * element by element. Every kernel is launched overlapped with the stream's previous kernel
- * (ktune_launch::launch_overlapped; the cooperative ones through
- * launch_cooperative_overlapped): see overlap_begin. */
+ * element by element. Every kernel keeps the contract of an overlapped launch (overlap_begin);
+ * launch_grid says which grids are launched so. */
 #pragma once
 
 #include <cuda_bf16.h>
@@ -1218,6 +1217,48 @@ static void row_layout(const void *x, const void *y, int64_t cols, int64_t capac
     *aligned = *aligned || *shifted;
 }
 
+/* Grids of at most this many blocks a multiprocessor are launched overlapped with the stream's
+ * previous kernel; larger ones the plain way: overlapped, grids of many short blocks ran slower on
+ * the H100 (README, softmax). */
+constexpr int overlap_blocks_per_sm = 4;
+
+/* Whether a grid of `blocks` blocks is launched overlapped (overlap_blocks_per_sm), in *overlap. */
+inline cudaError_t overlap_grid(int64_t blocks, bool *overlap)
+{
+    int sms = 0;
+    const cudaError_t e = ktune_launch::multiprocessors(&sms);
+    *overlap = e == cudaSuccess && blocks <= (int64_t)overlap_blocks_per_sm * sms;
+    return e;
+}
+
+/* Launches kernel on grid x block in clusters of `cluster` blocks with smem bytes of dynamic
+ * shared memory (ktune_launch::launch), overlapped where overlap_grid says so. */
+template <typename... Params, typename... Args>
+cudaError_t launch_grid(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluster,
+                        size_t smem, cudaStream_t s, Args... args)
+{
+    bool overlap;
+    const cudaError_t e = overlap_grid((int64_t)grid.x * grid.y * grid.z, &overlap);
+    if (e != cudaSuccess)
+        return e;
+    return overlap ? ktune_launch::launch_overlapped(kernel, grid, block, cluster, smem, s, args...)
+                   : ktune_launch::launch(kernel, grid, block, cluster, smem, s, args...);
+}
+
+/* As launch_grid, a cooperative grid (ktune_launch::launch_cooperative). */
+template <typename... Params, typename... Args>
+cudaError_t launch_cooperative_grid(void (*kernel)(Params...), dim3 grid, dim3 block,
+                                    size_t smem, cudaStream_t s, Args... args)
+{
+    bool overlap;
+    const cudaError_t e = overlap_grid((int64_t)grid.x * grid.y * grid.z, &overlap);
+    if (e != cudaSuccess)
+        return e;
+    return overlap
+               ? ktune_launch::launch_cooperative_overlapped(kernel, grid, block, smem, s, args...)
+               : ktune_launch::launch_cooperative(kernel, grid, block, smem, s, args...);
+}
+
 template <int VEC, int ITERS, int WARPS> struct vec_launcher {
     template <typename T>
     static cudaError_t run(const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
@@ -1230,9 +1271,8 @@ template <int VEC, int ITERS, int WARPS> struct vec_launcher {
         row_layout<T, VEC>(x, y, cols, 32 * VEC * ITERS, &shifted, &aligned);
         const auto kernel = shifted ? vec_kernel<T, VEC, ITERS, WARPS, true>
                                     : vec_kernel<T, VEC, ITERS, WARPS, false>;
-        return ktune_launch::launch_overlapped(kernel, dim3((unsigned)blocks), dim3(WARPS * 32),
-                                               dim3(1, 1, 1), 0, s, (const T *)x, (T *)y, rows,
-                                               (int)cols, aligned);
+        return launch_grid(kernel, dim3((unsigned)blocks), dim3(WARPS * 32), dim3(1, 1, 1), 0, s,
+                           (const T *)x, (T *)y, rows, (int)cols, aligned);
     }
 };
 
@@ -1247,9 +1287,8 @@ template <int THREADS, int VEC, int ITERS> struct block_launcher {
         row_layout<T, VEC>(x, y, cols, THREADS * VEC * ITERS, &shifted, &aligned);
         const auto kernel = shifted ? block_kernel<T, THREADS, VEC, ITERS, true>
                                     : block_kernel<T, THREADS, VEC, ITERS, false>;
-        return ktune_launch::launch_overlapped(kernel, dim3((unsigned)rows), dim3(THREADS),
-                                               dim3(1, 1, 1), 0, s, (const T *)x, (T *)y, rows,
-                                               (int)cols, aligned);
+        return launch_grid(kernel, dim3((unsigned)rows), dim3(THREADS), dim3(1, 1, 1), 0, s,
+                           (const T *)x, (T *)y, rows, (int)cols, aligned);
     }
 };
 
@@ -1280,22 +1319,20 @@ template <int THREADS, int VEC, int UNROLL, int PER_SM> struct online_launcher {
             reserve = std::min<size_t>((size_t)per_sm / (PER_SM + 1) + 1024, (size_t)optin);
         }
         /* the launch sets the kernel's shared memory limit, every time: see launch_clusters */
-        return ktune_launch::launch_overlapped(kernel, dim3((unsigned)rows), dim3(THREADS),
-                                               dim3(1, 1, 1), reserve, s, (const T *)x, (T *)y,
-                                               rows, (int)cols, aligned);
+        return launch_grid(kernel, dim3((unsigned)rows), dim3(THREADS), dim3(1, 1, 1), reserve, s,
+                           (const T *)x, (T *)y, rows, (int)cols, aligned);
     }
 };
 
-/* Launches kernel on rows * CTAS blocks, in clusters of CTAS blocks when CTAS > 1, overlapped
- * with the stream's previous kernel (overlap_begin). Function attributes are set on every launch:
- * they belong to one device's context, and each translation unit that instantiates a kernel
- * loads its own copy. */
+/* Launches kernel on rows * CTAS blocks, in clusters of CTAS blocks when CTAS > 1 (launch_grid).
+ * Function attributes are set on every launch: they belong to one device's context, and each
+ * translation unit that instantiates a kernel loads its own copy. */
 template <int CTAS, int THREADS, typename... Params, typename... Args>
 cudaError_t launch_clusters(void (*kernel)(Params...), int64_t rows, size_t smem, cudaStream_t s,
                             Args... args)
 {
-    return ktune_launch::launch_overlapped(kernel, dim3((unsigned)(rows * CTAS)), dim3(THREADS),
-                                           dim3(CTAS, 1, 1), smem, s, args...);
+    return launch_grid(kernel, dim3((unsigned)(rows * CTAS)), dim3(THREADS), dim3(CTAS, 1, 1),
+                       smem, s, args...);
 }
 
 template <int CTAS, int THREADS, int VEC, int ITERS> struct cluster_launcher {
@@ -1409,7 +1446,7 @@ template <int THREADS, int UNROLL, int PER_SM> struct split_launcher {
         if ((int64_t)resident < (int64_t)PER_SM * sms || parts < 2 ||
             cols / parts * (int64_t)sizeof(T) < 16)
             return cudaErrorInvalidValue;
-        return ktune_launch::launch_cooperative_overlapped(
+        return launch_cooperative_grid(
             kernel, dim3((unsigned)(rows * parts)), dim3(THREADS), 0, s, (const T *)x, (T *)y, rows,
             (int)cols, (int)parts, same_alignment<T, 16 / sizeof(T)>(x, y));
     }
@@ -1472,7 +1509,7 @@ template <int THREADS, int PER_SM, int STAGES> struct resident_launcher {
         /* the fewest waves, and as many rows in each as they take */
         const int64_t most = std::min(rows, blocks / fewest), waves = (rows + most - 1) / most;
         const int64_t at_once = (rows + waves - 1) / waves, parts = blocks / at_once;
-        return ktune_launch::launch_cooperative_overlapped(
+        return launch_cooperative_grid(
             kernel, dim3((unsigned)blocks), dim3(THREADS), bytes, s, (const T *)x, (T *)y, rows,
             (int)cols, (int)parts, (int)at_once, (int)stride, same_alignment<T, E>(x, y));
     }
