@@ -47,8 +47,9 @@
  *
  * Overlapped launches: on devices of compute capability 9.0 and later, some kernels bound by
  * memory (matmul's gemv, qmatmul's and moe's decode variants, rpa's mma attention and the merge
- * of its splits) are launched as programmatic dependent launches of the stream's previous
- * kernel, so that their blocks take their places while that kernel's last blocks run.
+ * of its splits, softmax's kernels on grids of at most four blocks a multiprocessor) are
+ * launched as programmatic dependent launches of the stream's previous kernel, so that their
+ * blocks take their places while that kernel's last blocks run.
  * Each waits for the previous kernel's memory before its first access to global memory, so
  * results are those of launches one after the other, whatever that kernel is; only the gap
  * between the two kernels goes. A stream captured into a CUDA graph keeps the overlap as
