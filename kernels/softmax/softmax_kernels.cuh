@@ -45,13 +45,17 @@ using ktune_common::online_merge;
 using ktune_common::to_float;
 using ktune_common::warp_reduce;
 
-/* The first statement of every kernel of the family: wait for the stream's previous kernel (its
- * memory complete and visible) before any access to global memory, then let the stream's next
- * kernel in at once. That one's blocks take places as this grid's free them: every block of this
- * grid has started by the time the last of them lets it in, so none waits behind it; and it waits
- * for this grid's memory as this one did. A no-op in a kernel launched without overlap. */
-__device__ __forceinline__ void overlap_begin()
+/* The first statement of every kernel of the family, where it was launched overlapped
+ * (`overlapped`, launch_grid's choice): wait for the stream's previous kernel (its memory
+ * complete and visible) before any access to global memory, then let the stream's next kernel in
+ * at once. That one's blocks take places as this grid's free them: every block of this grid has
+ * started by the time the last of them lets it in, so none waits behind it; and it waits for this
+ * grid's memory as this one did. A kernel launched the plain way skips both: in grids of many
+ * short blocks they cost time even there (README, softmax). */
+__device__ __forceinline__ void overlap_begin(bool overlapped)
 {
+    if (!overlapped)
+        return;
     ktune_launch::wait_previous();
     ktune_launch::release_next();
 }
@@ -494,9 +498,9 @@ __device__ __forceinline__ void row_in_registers(const T *xr, T *yr, int cols, b
 
 template <typename T, int VEC, int ITERS, int WARPS, bool SHIFTED>
 __global__ void __launch_bounds__(WARPS * 32)
-    vec_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
+    vec_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned, bool overlapped)
 {
-    overlap_begin();
+    overlap_begin(overlapped);
     const int lane = threadIdx.x & 31;
     const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
     if (row >= rows)
@@ -509,9 +513,9 @@ __global__ void __launch_bounds__(WARPS * 32)
 
 template <typename T, int THREADS, int VEC, int ITERS, bool SHIFTED>
 __global__ void __launch_bounds__(THREADS)
-    block_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
+    block_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned, bool overlapped)
 {
-    overlap_begin();
+    overlap_begin(overlapped);
     __shared__ float smem[32];
     const int64_t row = blockIdx.x;
     (void)rows;
@@ -543,9 +547,9 @@ __device__ __forceinline__ void online_fold(float &m, float &s, float cm, const 
 
 template <typename T, int THREADS, int VEC, int UNROLL, bool SHIFTED>
 __global__ void __launch_bounds__(THREADS)
-    online_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
+    online_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned, bool overlapped)
 {
-    overlap_begin();
+    overlap_begin(overlapped);
     __shared__ float2 red[32];
     (void)rows;
     const int64_t row = blockIdx.x;
@@ -622,10 +626,10 @@ template <typename T, int VEC, int ITERS> __host__ __device__ constexpr bool raw
 /* A cluster of CTAS blocks a row; block b holds vectors it * CTAS + b of the row. */
 template <typename T, int CTAS, int THREADS, int VEC, int ITERS, bool SHIFTED>
 __global__ void __launch_bounds__(THREADS, raw_row<T, VEC, ITERS>() ? 65536 / (THREADS * 80) : 1)
-    cluster_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned)
+    cluster_kernel(const T *x, T *y, int64_t rows, int cols, bool aligned, bool overlapped)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    overlap_begin();
+    overlap_begin(overlapped);
     __shared__ float smem[32];
     __shared__ float2 part;
     (void)rows;
@@ -823,10 +827,10 @@ __device__ __forceinline__ void chunk_write(const T *buf, T *dst, int n, int a, 
 
 template <typename T, int CTAS, int THREADS>
 __global__ void __launch_bounds__(THREADS, 1)
-    smem_kernel(const T *x, T *y, int64_t rows, int cols, int chunk, bool aligned)
+    smem_kernel(const T *x, T *y, int64_t rows, int cols, int chunk, bool aligned, bool overlapped)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    overlap_begin();
+    overlap_begin(overlapped);
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ float red[32];
     __shared__ float2 part;
@@ -863,10 +867,10 @@ __global__ void __launch_bounds__(THREADS, 1)
  * multiprocessor never wait for its stores. The buffers lie `stride` elements apart. */
 template <typename T, int CTAS, int THREADS, int STAGES>
 __global__ void __launch_bounds__(THREADS, 1)
-    pipe_kernel(const T *x, T *y, int64_t rows, int cols, int chunk, int stride, bool aligned)
+    pipe_kernel(const T *x, T *y, int64_t rows, int cols, int chunk, int stride, bool aligned, bool overlapped)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    overlap_begin();
+    overlap_begin(overlapped);
     static_assert(STAGES >= 2, "one buffer in use, at least one being filled");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ float red[32];
@@ -929,9 +933,9 @@ __global__ void __launch_bounds__(THREADS, 1)
  * a second barrier, once every block of the row has read the pairs. */
 template <typename T, int THREADS, int UNROLL>
 __global__ void __launch_bounds__(THREADS)
-    split_kernel(const T *x, T *y, int64_t rows, int cols, int parts, bool aligned)
+    split_kernel(const T *x, T *y, int64_t rows, int cols, int parts, bool aligned, bool overlapped)
 {
-    overlap_begin();
+    overlap_begin(overlapped);
     constexpr int E = 16 / sizeof(T);
     __shared__ float2 red[32];
     (void)rows;
@@ -1099,10 +1103,10 @@ __device__ __forceinline__ void row_barrier(unsigned long long *arrived, unsigne
 template <typename T, int THREADS, int PER_SM, int STAGES>
 __global__ void __launch_bounds__(THREADS, PER_SM)
     resident_kernel(const T *x, T *y, int64_t rows, int cols, int parts, int at_once, int stride,
-                    bool aligned)
+                    bool aligned, bool overlapped)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    overlap_begin();
+    overlap_begin(overlapped);
     constexpr int E = 16 / sizeof(T);
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ float2 red[32];
@@ -1222,12 +1226,14 @@ static void row_layout(const void *x, const void *y, int64_t cols, int64_t capac
  * the H100 (README, softmax). */
 constexpr int overlap_blocks_per_sm = 4;
 
-/* Whether a grid of `blocks` blocks is launched overlapped (overlap_blocks_per_sm), in *overlap. */
+/* Whether a grid of `blocks` blocks is launched overlapped (where the device allows it, and
+ * overlap_blocks_per_sm), in *overlap. */
 inline cudaError_t overlap_grid(int64_t blocks, bool *overlap)
 {
     int sms = 0;
     const cudaError_t e = ktune_launch::multiprocessors(&sms);
-    *overlap = e == cudaSuccess && blocks <= (int64_t)overlap_blocks_per_sm * sms;
+    *overlap = e == cudaSuccess && ktune_launch::overlap_allowed() &&
+               blocks <= (int64_t)overlap_blocks_per_sm * sms;
     return e;
 }
 
@@ -1241,8 +1247,9 @@ cudaError_t launch_grid(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 c
     const cudaError_t e = overlap_grid((int64_t)grid.x * grid.y * grid.z, &overlap);
     if (e != cudaSuccess)
         return e;
-    return overlap ? ktune_launch::launch_overlapped(kernel, grid, block, cluster, smem, s, args...)
-                   : ktune_launch::launch(kernel, grid, block, cluster, smem, s, args...);
+    return overlap ? ktune_launch::launch_overlapped(kernel, grid, block, cluster, smem, s, args...,
+                                                     true)
+                   : ktune_launch::launch(kernel, grid, block, cluster, smem, s, args..., false);
 }
 
 /* As launch_grid, a cooperative grid (ktune_launch::launch_cooperative). */
@@ -1255,8 +1262,9 @@ cudaError_t launch_cooperative_grid(void (*kernel)(Params...), dim3 grid, dim3 b
     if (e != cudaSuccess)
         return e;
     return overlap
-               ? ktune_launch::launch_cooperative_overlapped(kernel, grid, block, smem, s, args...)
-               : ktune_launch::launch_cooperative(kernel, grid, block, smem, s, args...);
+               ? ktune_launch::launch_cooperative_overlapped(kernel, grid, block, smem, s, args...,
+                                                             true)
+               : ktune_launch::launch_cooperative(kernel, grid, block, smem, s, args..., false);
 }
 
 template <int VEC, int ITERS, int WARPS> struct vec_launcher {
