@@ -151,10 +151,12 @@ int main()
             p.yoffset = (int)sh[3];
             problem_init(p, (unsigned)(dtype * 1000 + sh[1]));
             const int64_t key[KTUNE_MAX_KEY] = {dtype, p.rows, p.cols};
+            int configs = 0;
             for (int i = 0; i < ktune__softmax_candidates_count; i++) {
                 const ktune_instance *in = &ktune__softmax_candidates[i];
                 if (!ktune__softmax_valid(in->variant, in->params, key, dev))
                     continue;
+                configs++;
                 const size_t bytes = (size_t)(p.rows * p.cols) * esize(dtype);
                 const bool shared = strncmp(in->name, "split", 5) == 0 ||
                                     strncmp(in->name, "resident", 8) == 0;
@@ -199,6 +201,10 @@ int main()
                        ktune_dtype_name(dtype), (long long)p.rows, (long long)p.cols,
                        ktune_status_string(st), bad, bad_inplace, choice.why);
             }
+            /* a line a shape as it is done, so that a test that dies shows how far it got */
+            printf("%s %lld x %lld, offsets %d,%d: %d configs; %lld failures so far\n",
+                   ktune_dtype_name(dtype), (long long)p.rows, (long long)p.cols, p.offset,
+                   p.yoffset, configs, failures);
             problem_free(p);
         }
     printf("%lld checks of %d candidate configs and ktune_softmax, %lld failures\n", checked,
